@@ -1,0 +1,1 @@
+"""A local, real Kafka for tests, the demo and benchmarks: jar lookup, broker launcher, scenarios."""
