@@ -1,1 +1,84 @@
-"""Bytes of `__consumer_offsets` records -> typed, frozen records (pure Python: no Spark, no I/O)."""
+"""Bytes of `__consumer_offsets` records -> typed, frozen records (pure Python: no Spark, no I/O).
+
+Public API (see decoders/README.md):
+
+* `decode_record(key, value, source)` -> `Record` | `UnknownRecord` | `DecodeError` (never raises)
+* `decode_arrow(batch)` / `decode_pandas(df)` / `decode_batch(x)` / `map_in_arrow(it)` /
+  `map_in_pandas(it)` -- the vectorized batch decoder; `OUTPUT_SCHEMA`, `OUTPUT_SPARK_DDL`
+* `payload_to_record(payload)` -- the batch output's ``payload`` cell back to a typed `Record`
+* `record_json(key, value, source)` -- Kafka-formatter-shaped JSON (the ``decode`` command)
+* `RECORD_TYPES` -- the registry K -> (key struct, value family, typed classes)
+
+The batch names are loaded lazily (PEP 562) so that per-record users -- the ``decode`` command,
+the state layer's tests -- do not pay for importing numpy/pandas/pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from decoders.decode import decode_raw, decode_record
+from decoders.kafka_json import record_json
+from decoders.payload import payload_to_record, record_to_payload
+from decoders.records import (
+    NO_SOURCE,
+    DecodeError,
+    DecodeResult,
+    Record,
+    Source,
+    UnknownRecord,
+)
+from decoders.tables import RECORD_TYPES
+
+if TYPE_CHECKING:
+    from decoders.batch import (
+        OUTPUT_SCHEMA,
+        OUTPUT_SPARK_DDL,
+        decode_arrow,
+        decode_batch,
+        decode_pandas,
+        map_in_arrow,
+        map_in_pandas,
+    )
+
+_BATCH_NAMES = frozenset(
+    {
+        "OUTPUT_SCHEMA",
+        "OUTPUT_SPARK_DDL",
+        "decode_arrow",
+        "decode_batch",
+        "decode_pandas",
+        "map_in_arrow",
+        "map_in_pandas",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BATCH_NAMES:
+        return getattr(importlib.import_module("decoders.batch"), name)
+    raise AttributeError(f"module 'decoders' has no attribute {name!r}")
+
+
+__all__ = [
+    "NO_SOURCE",
+    "OUTPUT_SCHEMA",
+    "OUTPUT_SPARK_DDL",
+    "RECORD_TYPES",
+    "DecodeError",
+    "DecodeResult",
+    "Record",
+    "Source",
+    "UnknownRecord",
+    "decode_arrow",
+    "decode_batch",
+    "decode_pandas",
+    "decode_raw",
+    "decode_record",
+    "map_in_arrow",
+    "map_in_pandas",
+    "payload_to_record",
+    "record_json",
+    "record_to_payload",
+]
