@@ -18,6 +18,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     from streaming import capture
 
     capture.register(sub, handlers)
+    from streaming import decode_cmd; decode_cmd.register(sub, handlers)  # noqa: E702, I001, PLC0415  # fmt: skip
     return parser, handlers
 
 
