@@ -144,7 +144,7 @@ def raw_record_json(raw: RawRecord) -> dict[str, Any]:
             extra["ambiguousLayout"] = True
     if unknown:
         extra["unknownTaggedFields"] = unknown
-    if rt.k == 2 and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
+    if rt.k == 2 and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE and raw.value.get("members"):
         extra["consumerProtocol"] = _consumer_protocol_json(raw.value)
     if extra:
         value["extra"] = extra
