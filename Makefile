@@ -22,6 +22,7 @@ PYTEST_ARGS   ?=
 KAFKA_STAMP     := $(JARS_DIR)/kafka-$(KAFKA_VERSION)/.complete
 KAFKA_OLD_STAMP := $(JARS_DIR)/kafka-$(KAFKA_OLD_VERSION)/.complete
 SPARK_STAMP     := $(JARS_DIR)/spark-kafka-$(SPARK_VERSION)/.complete
+PROBE_STAMP     := $(JARS_DIR)/tools-$(KAFKA_VERSION)/.complete
 VENV_STAMP      := $(VENV)/.installed-$(SPARK_VERSION)
 
 export COORDINATOR_MIRROR_JARS := $(abspath $(JARS_DIR))
@@ -48,7 +49,7 @@ $(VENV_STAMP): pyproject.toml
 	@touch $@
 
 .PHONY: jars
-jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) ## resolve the Kafka brokers and Spark's Kafka connector from Maven Central
+jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) ## resolve the Kafka brokers and Spark's Kafka connector from Maven Central
 
 $(JARS_DIR)/kafka-%/.complete: jvm/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -64,6 +65,12 @@ $(JARS_DIR)/spark-kafka-%/.complete: jvm/spark/pom.xml
 	    -DincludeScope=runtime \
 	    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
 	    -DoutputDirectory=$(abspath $(JARS_DIR))/spark-kafka-$*
+	@touch $@
+
+# GroupProbe: our Java helper that reads group state back through Kafka's own AdminClient.
+$(JARS_DIR)/tools-%/.complete: jvm/tools/src/GroupProbe.java $(JARS_DIR)/kafka-%/.complete
+	@rm -rf $(JARS_DIR)/tools-$*
+	javac -d $(JARS_DIR)/tools-$* -cp '$(JARS_DIR)/kafka-$*/*' jvm/tools/src/*.java
 	@touch $@
 
 .PHONY: tools

@@ -70,7 +70,7 @@ def iter_topic(
                     if err.code() == err._PARTITION_EOF:
                         break
                     raise KafkaException(err)
-                ts_type, ts = msg.timestamp()
+                _ts_type, ts = msg.timestamp()
                 yield CapturedRecord(
                     partition=msg.partition(),
                     offset=msg.offset(),

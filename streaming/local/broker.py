@@ -1,0 +1,348 @@
+"""A real single-node KRaft Kafka broker on loopback, started and stopped from Python.
+
+One module serves the tests, the demo and the benchmarks.  The broker is the jars that `make jars`
+resolved from Maven Central, run with the system's ``java``; it formats its own storage in a
+work directory, listens on free loopback ports, and is stopped with a controlled shutdown (SIGTERM)
+or killed.  On Linux the JVM also receives SIGKILL if the Python process that started it dies
+(PR_SET_PDEATHSIG), so a killed test run leaves no orphan ``java``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from streaming.local.jars import kafka_classpath, kafka_version
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class BrokerStartError(RuntimeError):
+    """The broker did not come up; the message carries the tail of its log."""
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """What a test or the demo may choose about its broker.  Defaults suit the test suite."""
+
+    kafka_version: str = field(default_factory=kafka_version)
+    #: small, so that every test group lands on few partitions (the broker default is 50)
+    offsets_topic_num_partitions: int = 5
+    #: broker default 10080 (7 days); expiry tests use a dedicated broker with 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    #: 0 so that a lone consumer's first rebalance completes at once (broker default 3000)
+    group_initial_rebalance_delay_ms: int = 0
+    #: lets scenarios crash a member and see the session time out within seconds (default 6000)
+    group_min_session_timeout_ms: int = 1000
+    #: 4.x KIP-848 consumer groups have their own session timeout floor (default 45000)
+    group_consumer_min_session_timeout_ms: int = 1000
+    group_consumer_session_timeout_ms: int = 6000
+    heap: str = "768m"
+    #: any other server.properties entry, verbatim
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> BrokerSettings:
+        return replace(self, **changes)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _admin(bootstrap: str) -> Any:
+    """An AdminClient that stays quiet while the broker is still starting (or already gone)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0}
+    )
+
+
+_LIVE: set[LocalKafka] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for broker in list(_LIVE):
+        broker.kill()
+
+
+class LocalKafka:
+    """A broker process.  ``with LocalKafka(settings) as kafka: kafka.bootstrap`` ..."""
+
+    def __init__(self, settings: BrokerSettings | None = None, workdir: str | Path | None = None) -> None:
+        self.settings = settings or BrokerSettings()
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cm-kafka-"))
+        self.port = 0
+        self.controller_port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.cluster_id = ""
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        if not self.port:
+            raise RuntimeError("broker not started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "broker.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    def server_properties(self) -> dict[str, str]:
+        s = self.settings
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": str(s.offsets_topic_num_partitions),
+            "offsets.retention.minutes": str(s.offsets_retention_minutes),
+            "offsets.retention.check.interval.ms": str(s.offsets_retention_check_interval_ms),
+            "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
+            "group.min.session.timeout.ms": str(s.group_min_session_timeout_ms),
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "3",
+            "min.insync.replicas": "1",
+            "default.replication.factor": "1",
+            # A short commit-marker delay keeps transactional scenarios quick.
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+        }
+        if _major(s.kafka_version) >= 4:
+            props.update(
+                {
+                    # Share-group state lives in its own internal topic (KIP-932).
+                    "share.coordinator.state.topic.replication.factor": "1",
+                    "share.coordinator.state.topic.min.isr": "1",
+                    "share.coordinator.state.topic.num.partitions": "3",
+                    "group.consumer.min.session.timeout.ms": str(s.group_consumer_min_session_timeout_ms),
+                    "group.consumer.session.timeout.ms": str(s.group_consumer_session_timeout_ms),
+                    "group.share.min.session.timeout.ms": str(s.group_consumer_min_session_timeout_ms),
+                    "group.share.session.timeout.ms": str(s.group_consumer_session_timeout_ms),
+                    "group.streams.min.session.timeout.ms": str(s.group_consumer_min_session_timeout_ms),
+                    "group.streams.session.timeout.ms": str(s.group_consumer_session_timeout_ms),
+                    # Heartbeats carry KIP-848 reconciliation: frequent ones make groups converge fast.
+                    "group.consumer.min.heartbeat.interval.ms": "500",
+                    "group.consumer.heartbeat.interval.ms": "500",
+                    "group.share.min.heartbeat.interval.ms": "500",
+                    "group.share.heartbeat.interval.ms": "500",
+                    "group.streams.min.heartbeat.interval.ms": "500",
+                    "group.streams.heartbeat.interval.ms": "500",
+                }
+            )
+        props.update(s.extra)
+        return props
+
+    def _write_configs(self) -> tuple[Path, Path]:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        server = self.workdir / "server.properties"
+        server.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(
+            "status = error\n"
+            "appender.file.type = File\n"
+            "appender.file.name = FILE\n"
+            f"appender.file.fileName = {self.workdir / 'server.log'}\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = FILE\n"
+            "logger.kafka.name = kafka\nlogger.kafka.level = INFO\n"
+            "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
+        )
+        return server, log4j
+
+    def _java(self, *args: str, log4j: Path | None = None, heap: str | None = None) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise BrokerStartError("`java` (17+) is not on PATH")
+        cmd = [java]
+        if heap:
+            cmd += [f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC"]
+        if log4j is not None:
+            cmd.append(f"-Dlog4j2.configurationFile={log4j}")
+        cmd += ["-Djava.awt.headless=true", "-cp", kafka_classpath(self.settings.kafka_version), *args]
+        return cmd
+
+    def _format(self, server: Path, log4j: Path) -> None:
+        self.cluster_id = uuid.uuid4().bytes.hex()[:16]
+        # KRaft cluster ids are 22-char URL-safe base64 of 16 bytes; StorageTool random-uuid
+        # would cost a JVM start, so build one ourselves.
+        import base64
+
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = self._java(
+            "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(server), log4j=log4j
+        )
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if out.returncode != 0:
+            raise BrokerStartError(f"formatting KRaft storage failed:\n{out.stdout}\n{out.stderr}")
+
+    def start(self, timeout_s: float = 90.0) -> LocalKafka:
+        if self.process is not None:
+            return self
+        last_error = ""
+        for _attempt in range(3):  # a free port can be taken between probing and binding
+            self.port, self.controller_port = _free_port(), _free_port()
+            if self.data_dir.exists():
+                shutil.rmtree(self.data_dir)
+            server, log4j = self._write_configs()
+            self._format(server, log4j)
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(
+                    self._java("kafka.Kafka", str(server), log4j=log4j, heap=self.settings.heap),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=_set_pdeathsig,  # noqa: PLW1509 - only async-signal-safe prctl
+                )
+            _LIVE.add(self)
+            try:
+                self._wait_ready(timeout_s)
+                return self
+            except BrokerStartError as exc:
+                last_error = str(exc)
+                self.kill()
+                if "Address already in use" not in self._log_tail():
+                    break
+        raise BrokerStartError(last_error)
+
+    def _log_tail(self, lines: int = 40) -> str:
+        text = ""
+        for path in (self.log_path, self.workdir / "server.log"):
+            if path.exists():
+                text += "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+        return text
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Wait until the broker serves metadata and `__consumer_offsets` exists with leaders."""
+        deadline = time.monotonic() + timeout_s
+        admin = _admin(self.bootstrap)
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise BrokerStartError(
+                    f"broker exited with {self.process.returncode}; log tail:\n{self._log_tail()}"
+                )
+            try:
+                md = admin.list_topics(timeout=2)
+                if md.brokers:
+                    break
+            except Exception:  # not serving yet: keep polling until the deadline
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerStartError(f"broker not serving metadata after {timeout_s}s:\n{self._log_tail()}")
+            time.sleep(0.2)
+        self.ensure_offsets_topic(admin, max(5.0, deadline - time.monotonic()))
+
+    def ensure_offsets_topic(self, admin: Any = None, timeout_s: float = 60.0) -> None:
+        """Make the coordinator create `__consumer_offsets` (it does so on the first FindCoordinator)."""
+        admin = admin or _admin(self.bootstrap)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = admin.list_topics(timeout=5)
+            t = md.topics.get(OFFSETS_TOPIC)
+            if (
+                t is not None
+                and t.error is None
+                and len(t.partitions) == self.settings.offsets_topic_num_partitions
+                and all(p.leader >= 0 for p in t.partitions.values())
+            ):
+                return
+            try:
+                # Any group request makes the coordinator look itself up.  (Not
+                # list_consumer_group_offsets without partitions: librdkafka 2.16 segfaults on
+                # that call against 4.3 brokers.)
+                for f in admin.describe_consumer_groups(["cm-bootstrap-probe"]).values():
+                    f.result(timeout=5)
+            except Exception:  # COORDINATOR_NOT_AVAILABLE while the topic is being created
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerStartError(f"{OFFSETS_TOPIC} not ready after {timeout_s}s:\n{self._log_tail()}")
+            time.sleep(0.3)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Controlled shutdown (SIGTERM), then SIGKILL if it takes longer than ``timeout_s``."""
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._forget()
+
+    def kill(self) -> None:
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        self._forget()
+
+    def _forget(self) -> None:
+        self.process = None
+        _LIVE.discard(self)
+
+    def cleanup(self) -> None:
+        """Stop and remove the work directory (if this object created it)."""
+        self.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> LocalKafka:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+    def __repr__(self) -> str:
+        state = "running" if self.process else "stopped"
+        return f"LocalKafka({self.settings.kafka_version}, {state}, port={self.port}, dir={self.workdir})"

@@ -1,0 +1,81 @@
+"""Where the JVM artifacts resolved by `make jars` live, and the classpaths built from them.
+
+Layout (default ``<repo>/jvm/lib``, or ``$COORDINATOR_MIRROR_JARS``)::
+
+    kafka-<version>/*.jar          a broker, its tools jar and a log4j2 backend
+    spark-kafka-<version>/*.jar    spark-sql-kafka-0-10 and its runtime dependencies
+
+Each folder is complete only if it holds the ``.complete`` stamp that the Makefile writes last, so
+a half-finished download is never mistaken for a usable classpath.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_OLD_VERSION = "3.9.2"
+
+
+class MissingArtifactsError(RuntimeError):
+    """A JVM artifact folder is missing; the message says which and how to get it."""
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def jars_root() -> Path:
+    env = os.environ.get("COORDINATOR_MIRROR_JARS")
+    return Path(env) if env else repo_root() / "jvm" / "lib"
+
+
+def kafka_version() -> str:
+    return os.environ.get("COORDINATOR_MIRROR_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+
+
+def kafka_old_version() -> str:
+    return os.environ.get("COORDINATOR_MIRROR_KAFKA_OLD_VERSION") or DEFAULT_KAFKA_OLD_VERSION
+
+
+def _complete_dir(name: str, make_hint: str) -> Path:
+    folder = jars_root() / name
+    if not (folder / ".complete").is_file():
+        raise MissingArtifactsError(
+            f"JVM artifacts not found in {folder} (no .complete stamp). Resolve them with `{make_hint}` "
+            "(needs Maven and access to Maven Central), or point COORDINATOR_MIRROR_JARS at a folder "
+            "that holds them."
+        )
+    return folder
+
+
+def kafka_dir(version: str | None = None) -> Path:
+    version = version or kafka_version()
+    return _complete_dir(f"kafka-{version}", f"make jars KAFKA_VERSION={version}")
+
+
+def kafka_classpath(version: str | None = None) -> str:
+    """A java ``-cp`` value for the broker/tools of ``version``."""
+    return str(kafka_dir(version) / "*")
+
+
+def spark_kafka_jars(spark_version: str | None = None) -> list[str]:
+    """The connector jars for ``spark_version`` (default: the installed pyspark's version)."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    folder = _complete_dir(f"spark-kafka-{spark_version}", f"make jars SPARK_VERSION={spark_version}")
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    connector = [j for j in jars if Path(j).name.startswith("spark-sql-kafka-0-10_")]
+    if not connector:
+        raise MissingArtifactsError(f"{folder} holds no spark-sql-kafka-0-10 jar")
+    return jars
+
+
+def probe_classpath(version: str | None = None) -> str:
+    """Classpath of GroupProbe (jvm/tools/src), compiled against the Kafka ``version`` clients."""
+    version = version or kafka_version()
+    tools = _complete_dir(f"tools-{version}", f"make jars KAFKA_VERSION={version}")
+    return f"{kafka_dir(version) / '*'}:{tools}"

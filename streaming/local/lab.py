@@ -1,0 +1,589 @@
+"""The lab: clients, topics, running group members and the coordinator's read-back for scenarios.
+
+A scenario (see :mod:`streaming.local.scenarios`) drives real consumer groups with confluent-kafka
+and kafka-python against a real broker, then asks the broker what its group coordinator now holds.
+That read-back goes through :class:`Probe`, which runs our ``GroupProbe`` Java helper on Kafka's own
+AdminClient: it is the only client that reports KIP-848 / share / streams epochs (confluent-kafka's
+describe does not), and it lists committed offsets without librdkafka 2.16's crash on
+``list_consumer_group_offsets`` for a whole group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from streaming.local.jars import kafka_version as default_kafka_version
+from streaming.local.jars import probe_classpath
+
+TopicPartitionKey = tuple[str, int]
+
+
+# --------------------------------------------------------------------------------------------- views
+@dataclass(frozen=True)
+class OffsetView:
+    offset: int
+    leader_epoch: int | None
+    metadata: str
+
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    #: sorted (topic, partition) pairs; streams members list (subtopology, partition) of active tasks
+    assignment: tuple[TopicPartitionKey, ...]
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartitionKey, ...] | None = None
+    rack_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What the group coordinator holds for one group, as Kafka's AdminClient reports it."""
+
+    group_id: str
+    exists: bool
+    #: Kafka's GroupType: Classic, Consumer, Share, Streams (None when the group does not exist)
+    type: str | None = None
+    #: Kafka's GroupState name: Stable, Empty, Dead, PreparingRebalance, Assigning, ...
+    state: str | None = None
+    #: the listing's protocol type ("consumer" for classic consumer groups, "" for simple ones)
+    protocol_type: str | None = None
+    #: classic: the selected protocol (assignor); KIP-848: the server assignor
+    assignor: str | None = None
+    simple: bool = False
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
+    members: tuple[MemberView, ...] = ()
+    offsets: Mapping[TopicPartitionKey, OffsetView] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def member(self, *, instance_id: str | None = None, member_id: str | None = None) -> MemberView:
+        for m in self.members:
+            if (instance_id is not None and m.group_instance_id == instance_id) or (
+                member_id is not None and m.member_id == member_id
+            ):
+                return m
+        raise KeyError(instance_id or member_id)
+
+    @property
+    def assigned(self) -> frozenset[TopicPartitionKey]:
+        return frozenset(tp for m in self.members for tp in m.assignment)
+
+    @classmethod
+    def from_probe(cls, obj: Mapping[str, Any]) -> GroupView:
+        offsets = {
+            (o["topic"], int(o["partition"])): OffsetView(
+                offset=int(o["offset"]), leader_epoch=o.get("leader_epoch"), metadata=o.get("metadata") or ""
+            )
+            for o in obj.get("offsets", [])
+        }
+        members = []
+        for m in obj.get("members", []):
+            if "active_tasks" in m:
+                assignment = tuple(
+                    sorted((t["subtopology"], int(p)) for t in m["active_tasks"] for p in t["partitions"])
+                )
+            else:
+                assignment = tuple(sorted((t, int(p)) for t, p in m.get("assignment", [])))
+            target = m.get("target_assignment")
+            members.append(
+                MemberView(
+                    member_id=m["member_id"],
+                    group_instance_id=m.get("group_instance_id"),
+                    client_id=m.get("client_id", ""),
+                    host=m.get("host", ""),
+                    assignment=assignment,
+                    member_epoch=m.get("member_epoch"),
+                    target_assignment=None
+                    if target is None
+                    else tuple(sorted((t, int(p)) for t, p in target)),
+                    rack_id=m.get("rack_id"),
+                )
+            )
+        return cls(
+            group_id=obj["group_id"],
+            exists=bool(obj.get("exists")),
+            type=obj.get("type"),
+            state=obj.get("state"),
+            protocol_type=obj.get("protocol"),
+            assignor=obj.get("assignor") or None,
+            simple=bool(obj.get("simple", False)),
+            group_epoch=obj.get("group_epoch"),
+            target_assignment_epoch=obj.get("target_assignment_epoch"),
+            members=tuple(sorted(members, key=lambda m: (m.group_instance_id or "", m.member_id))),
+            offsets=offsets,
+            raw=dict(obj),
+        )
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+class Probe:
+    """Runs ``GroupProbe`` (Java, Kafka's AdminClient) and parses its JSON lines."""
+
+    def __init__(self, bootstrap: str, kafka_version: str | None = None) -> None:
+        self.bootstrap = bootstrap
+        # The probe always runs on the newest client jars: they talk to 3.x brokers too.
+        self.classpath = probe_classpath(kafka_version or default_kafka_version())
+
+    def describe(self, group_ids: Iterable[str]) -> dict[str, GroupView]:
+        ids = list(dict.fromkeys(group_ids))
+        if not ids:
+            return {}
+        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, "GroupProbe"]
+        out = subprocess.run(
+            [*cmd, "describe", self.bootstrap, *ids], capture_output=True, text=True, timeout=120, check=False
+        )
+        if out.returncode != 0:
+            raise ProbeError(f"GroupProbe failed ({out.returncode}): {out.stderr[-2000:]}")
+        views: dict[str, GroupView] = {}
+        for raw in out.stdout.splitlines():
+            line = raw.strip()
+            if line.startswith("{"):
+                view = GroupView.from_probe(json.loads(line))
+                views[view.group_id] = view
+        missing = set(ids) - set(views)
+        if missing:
+            raise ProbeError(f"GroupProbe printed nothing for {sorted(missing)}: {out.stderr[-2000:]}")
+        return views
+
+
+# ------------------------------------------------------------------------------------------ members
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class _Command:
+    def __init__(self, name: str, arg: Any = None) -> None:
+        self.name = name
+        self.arg = arg
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class Member:
+    """One group member (confluent-kafka or kafka-python) polling in its own thread.
+
+    Commits run on the polling thread (client handles are not shared across threads); callers
+    block until the commit is acknowledged.  ``positions`` is what the member has consumed.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: list[str],
+        *,
+        client: str = "confluent",
+        protocol: str = "classic",
+        assignor: str | None = None,
+        instance_id: str | None = None,
+        client_id: str | None = None,
+        session_timeout_ms: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.group = group
+        self.topics = topics
+        self.client = client
+        self.protocol = protocol
+        self.instance_id = instance_id
+        self.client_id = client_id or f"cm-{name or group}-{uuid.uuid4().hex[:6]}"
+        self.positions: dict[TopicPartitionKey, int] = {}
+        self.assignment: set[TopicPartitionKey] = set()
+        self._commands: queue.Queue[_Command] = queue.Queue()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        if client == "confluent":
+            self._consumer = self._make_confluent(bootstrap, assignor, session_timeout_ms, extra)
+        elif client == "kafka-python":
+            self._consumer = self._make_kafka_python(bootstrap, assignor, session_timeout_ms, extra)
+        else:
+            raise ValueError(f"unknown client {client!r}")
+        self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
+        self._thread.start()
+
+    def _make_confluent(
+        self, bootstrap: str, assignor: str | None, session_ms: int | None, extra: Mapping[str, Any] | None
+    ) -> Any:
+        from confluent_kafka import Consumer
+
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": self.group,
+            "client.id": self.client_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "group.protocol": self.protocol,
+            "log_level": 3,
+            "logger": _quiet_logger(),
+        }
+        if self.protocol == "classic":
+            conf["heartbeat.interval.ms"] = 500
+            conf["session.timeout.ms"] = session_ms or 10000
+            if assignor:
+                conf["partition.assignment.strategy"] = assignor
+        elif assignor:
+            conf["group.remote.assignor"] = assignor
+        if self.instance_id:
+            conf["group.instance.id"] = self.instance_id
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            self.assignment |= {(tp.topic, tp.partition) for tp in partitions}
+
+        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            self.assignment -= {(tp.topic, tp.partition) for tp in partitions}
+
+        conf.update(extra or {})
+        consumer = Consumer(conf)
+        consumer.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+        return consumer
+
+    def _make_kafka_python(
+        self, bootstrap: str, assignor: str | None, session_ms: int | None, extra: Mapping[str, Any] | None
+    ) -> Any:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+        assignors = {
+            None: (RangePartitionAssignor, RoundRobinPartitionAssignor),
+            "range": (RangePartitionAssignor,),
+            "roundrobin": (RoundRobinPartitionAssignor,),
+            "sticky": (StickyPartitionAssignor,),
+        }
+        conf: dict[str, Any] = {
+            "bootstrap_servers": bootstrap,
+            "group_id": self.group,
+            "client_id": self.client_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "heartbeat_interval_ms": 500,
+            "session_timeout_ms": session_ms or 10000,
+            "partition_assignment_strategy": assignors[assignor],
+        }
+        if self.instance_id:
+            conf["group_instance_id"] = self.instance_id
+        conf.update(extra or {})
+        consumer = KafkaConsumer(**conf)
+        consumer.subscribe(self.topics)
+        return consumer
+
+    # -- the polling thread --------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._poll_once()
+                while True:
+                    try:
+                        cmd = self._commands.get_nowait()
+                    except queue.Empty:
+                        break
+                    self._execute(cmd)
+        except BaseException as exc:  # surfaced to the caller by commit()/close()
+            self._error = exc
+        finally:
+            while not self._commands.empty():
+                cmd = self._commands.get_nowait()
+                cmd.error = self._error or RuntimeError("member stopped")
+                cmd.done.set()
+
+    def _poll_once(self) -> None:
+        if self.client == "confluent":
+            msg = self._consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                self.positions[(msg.topic(), msg.partition())] = msg.offset() + 1
+        else:
+            batches = self._consumer.poll(timeout_ms=100)
+            for tp, records in batches.items():
+                if records:
+                    self.positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+            self.assignment = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
+    def _execute(self, cmd: _Command) -> None:
+        try:
+            if cmd.name == "commit":
+                cmd.result = self._commit()
+            elif cmd.name == "close":
+                self._close_client(leave=cmd.arg)
+                self._stop.set()
+        except BaseException as exc:
+            cmd.error = exc
+        cmd.done.set()
+
+    def _commit(self) -> dict[TopicPartitionKey, int]:
+        owned = {tp: off for tp, off in self.positions.items() if tp in self.assignment}
+        if not owned:
+            return {}
+        if self.client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in owned.items()], asynchronous=False
+            )
+        else:
+            from kafka.structs import OffsetAndMetadata
+            from kafka.structs import TopicPartition as KafkaTopicPartition
+
+            self._consumer.commit(
+                {KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in owned.items()}
+            )
+        return owned
+
+    def _close_client(self, leave: bool) -> None:
+        self._consumer.close()
+
+    def _call(self, name: str, arg: Any = None, timeout_s: float = 60.0) -> Any:
+        if not self._thread.is_alive():
+            raise RuntimeError(f"member {self.client_id} is not running: {self._error!r}")
+        cmd = _Command(name, arg)
+        self._commands.put(cmd)
+        if not cmd.done.wait(timeout_s):
+            raise TimeoutError(f"member {self.client_id}: {name} took longer than {timeout_s}s")
+        if cmd.error is not None:
+            raise cmd.error
+        return cmd.result
+
+    # -- API -----------------------------------------------------------------------------------
+    def commit(self) -> dict[TopicPartitionKey, int]:
+        """Commit what this member consumed on the partitions it owns; returns what was committed."""
+        return dict(self._call("commit"))
+
+    def wait_consumed(
+        self,
+        ends: Mapping[TopicPartitionKey, int],
+        committed: Mapping[TopicPartitionKey, int] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Wait until every owned partition is consumed up to ``ends`` (its end offset).
+
+        A partition whose group offset is already at its end (``committed``, e.g. by a member that
+        owned it before a rebalance) has nothing left to deliver and counts as consumed.
+        """
+        committed = committed or {}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            owned = set(self.assignment)
+            if owned and all(
+                max(self.positions.get(tp, 0), committed.get(tp, 0)) >= ends.get(tp, 0) for tp in owned
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"member {self.client_id}: consumed {self.positions} of {ends} (owns {sorted(owned)})"
+                )
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._call("close", True)
+            self._thread.join(30)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+def _quiet_logger() -> Any:
+    import logging
+
+    log = logging.getLogger("coordinator_mirror.lab.librdkafka")
+    log.setLevel(logging.ERROR)
+    return log
+
+
+class ChildMember:
+    """A member in a separate Python process, so a scenario can SIGKILL it (a real crash)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        *,
+        session_timeout_ms: int = 3000,
+        protocol: str = "classic",
+    ) -> None:
+        self.group = group
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streaming.local.member",
+                "--bootstrap",
+                bootstrap,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--session-timeout-ms",
+                str(session_timeout_ms),
+                "--protocol",
+                protocol,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.member_id = ""
+
+    def wait_committed(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until the child reports it was assigned partitions and committed them."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"child member exited with {self.proc.wait()}")
+            event = json.loads(line)
+            if event.get("event") == "committed":
+                self.member_id = event.get("member_id", "")
+                return dict(event)
+        raise TimeoutError("child member did not commit in time")
+
+    def crash(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.crash()
+
+
+# ---------------------------------------------------------------------------------------------- lab
+class Lab:
+    """Everything a scenario needs: unique names, topics with data, members, and the read-back."""
+
+    def __init__(self, bootstrap: str, kafka_version: str | None = None, run_id: str | None = None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.kafka_version = kafka_version or default_kafka_version()
+        self.run_id = run_id or uuid.uuid4().hex[:6]
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, "logger": _quiet_logger()})
+        self.probe = Probe(bootstrap)
+        self._closables: list[Closable] = []
+        self._kadmin: Any = None
+        self.topic_ends: dict[TopicPartitionKey, int] = {}
+
+    @property
+    def major(self) -> int:
+        return int(self.kafka_version.split(".", 1)[0])
+
+    def name(self, base: str) -> str:
+        return f"{base}-{self.run_id}"
+
+    @property
+    def kadmin(self) -> Any:
+        if self._kadmin is None:
+            from kafka import KafkaAdminClient
+
+            self._kadmin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap, client_id=f"cm-lab-{self.run_id}"
+            )
+        return self._kadmin
+
+    # -- topics --------------------------------------------------------------------------------
+    def topic(self, base: str, partitions: int = 4, messages_per_partition: int = 5) -> str:
+        """Create topic ``base-<run>`` (idempotent) and append messages to each partition."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        name = self.name(base)
+        futures = self.admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
+        for fut in futures.values():
+            try:
+                fut.result(timeout=30)
+            except KafkaException as exc:
+                if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    raise
+        self.produce(name, partitions, messages_per_partition)
+        return name
+
+    def produce(self, topic: str, partitions: int, per_partition: int) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "log_level": 3, "logger": _quiet_logger()})
+        for p in range(partitions):
+            for i in range(per_partition):
+                producer.produce(topic, value=f"m{i}".encode(), partition=p)
+        if producer.flush(30) != 0:
+            raise TimeoutError(f"could not produce to {topic}")
+        for p in range(partitions):
+            self.topic_ends[(topic, p)] = self.topic_ends.get((topic, p), 0) + per_partition
+
+    def ends(self, *topics: str) -> dict[TopicPartitionKey, int]:
+        return {tp: end for tp, end in self.topic_ends.items() if tp[0] in topics}
+
+    # -- members -------------------------------------------------------------------------------
+    def member(self, group: str, topics: list[str], **kwargs: Any) -> Member:
+        m = Member(self.bootstrap, group, topics, **kwargs)
+        self._closables.append(m)
+        return m
+
+    def child_member(self, group: str, topic: str, **kwargs: Any) -> ChildMember:
+        m = ChildMember(self.bootstrap, group, topic, **kwargs)
+        self._closables.append(m)
+        return m
+
+    def adopt(self, closable: Closable) -> None:
+        self._closables.append(closable)
+
+    # -- read-back -----------------------------------------------------------------------------
+    def describe(self, *group_ids: str) -> dict[str, GroupView]:
+        return self.probe.describe(group_ids)
+
+    def wait_group(
+        self, group_id: str, until: Callable[[GroupView], bool], timeout_s: float = 60.0, what: str = ""
+    ) -> GroupView:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            view = self.describe(group_id)[group_id]
+            if until(view):
+                return view
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"group {group_id} never became {what or 'as expected'}; last seen {view}")
+            time.sleep(0.3)
+
+    def wait_stable(self, group_id: str, members: int, timeout_s: float = 60.0) -> GroupView:
+        """Stable, with ``members`` members that all own partitions and (KIP-848) have converged."""
+
+        def ok(v: GroupView) -> bool:
+            if v.state != "Stable" or len(v.members) != members:
+                return False
+            if not all(m.assignment for m in v.members):
+                return False
+            if v.type == "Consumer":
+                return all(
+                    m.member_epoch == v.group_epoch and m.target_assignment in (None, m.assignment)
+                    for m in v.members
+                )
+            return True
+
+        return self.wait_group(group_id, ok, timeout_s, what=f"Stable with {members} members")
+
+    def close(self) -> None:
+        while self._closables:
+            closable = self._closables.pop()
+            with contextlib.suppress(Exception):  # teardown: close everything we can
+                closable.close()
+        if self._kadmin is not None:
+            self._kadmin.close()
+            self._kadmin = None
