@@ -1,0 +1,199 @@
+"""The batch decoder: input shapes Spark may hand us, the output schema, payloads, chunking."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from decoders import batch as batch_mod
+from decoders.batch import (
+    OUTPUT_SCHEMA,
+    OUTPUT_SPARK_DDL,
+    decode_arrow,
+    decode_batch,
+    decode_pandas,
+    map_in_arrow,
+    map_in_pandas,
+    result_columns,
+)
+from decoders.decode import decode_record
+from decoders.payload import payload_to_record
+from decoders.records import Record, Source
+
+from .builders import Case, all_cases
+
+CASES = [c for c in all_cases() if c.variant in ("full", "empty")]
+T0 = 1_700_000_000_000
+
+
+def rows_of(cases: list[Case], tombstones: bool = True) -> list[tuple[bytes, bytes | None]]:
+    rows: list[tuple[bytes, bytes | None]] = [(c.key, c.value) for c in cases]
+    if tombstones:
+        rows += [(c.key, None) for c in cases[::5]]
+    return rows
+
+
+def to_batch(rows: list[tuple[bytes, bytes | None]], **overrides: Any) -> pa.RecordBatch:
+    n = len(rows)
+    cols: dict[str, Any] = {
+        "key": pa.array([k for k, _ in rows], pa.binary()),
+        "value": pa.array([v for _, v in rows], pa.binary()),
+        "partition": pa.array([i % 50 for i in range(n)], pa.int32()),
+        "offset": pa.array(range(1000, 1000 + n), pa.int64()),
+        "timestamp": pa.array([T0 + i for i in range(n)], pa.int64()),
+    }
+    cols.update(overrides)
+    return pa.record_batch(cols)
+
+
+ROWS = rows_of(CASES)
+
+
+def test_output_schema_and_spark_ddl() -> None:
+    out = decode_arrow(to_batch(ROWS))
+    assert out.schema == OUTPUT_SCHEMA
+    assert out.num_rows == len(ROWS)
+    assert OUTPUT_SPARK_DDL.startswith("status STRING, record_type SMALLINT, value_version SMALLINT")
+    assert OUTPUT_SPARK_DDL.count(",") == len(OUTPUT_SCHEMA) - 1
+
+
+def test_every_row_equals_the_scalar_decode() -> None:
+    batch = to_batch(ROWS)
+    out = decode_arrow(batch).to_pylist()
+    for i, (k, v) in enumerate(ROWS):
+        src = Source(i % 50, 1000 + i, T0 + i)
+        expect = {f.name: None for f in OUTPUT_SCHEMA}
+        expect.update(result_columns(decode_record(k, v, src)))
+        expect.update(
+            source_partition=src.partition, source_offset=src.offset, source_timestamp_ms=src.timestamp_ms
+        )
+        assert out[i] == expect, i
+
+
+def test_payload_turns_back_into_the_typed_record() -> None:
+    out = decode_arrow(to_batch(ROWS)).to_pylist()
+    seen_types = set()
+    for i, (k, v) in enumerate(ROWS):
+        row = out[i]
+        if row["record_type"] in (0, 1):
+            assert row["payload"] is None or "unknown_tags" in row["payload"]
+            continue
+        assert row["status"] == "ok"
+        rec = payload_to_record(row["payload"])
+        assert rec == decode_record(k, v, Source(i % 50, 1000 + i, T0 + i))
+        seen_types.add(rec.record_type)
+    assert seen_types == {k for k in range(2, 24) if k != 18}
+
+
+def test_offset_commit_columns() -> None:
+    (case,) = [c for c in CASES if c.rt.k == 1 and c.version == 4 and c.variant == "full"]
+    row = decode_arrow(to_batch([(case.key, case.value)])).to_pylist()[0]
+    rec = decode_record(case.key, case.value)
+    assert isinstance(rec, Record)
+    assert row["group_id"] == rec.key.group_id and row["partition_num"] == rec.key.partition
+    assert row["committed_offset"] == rec.value.offset
+    assert row["topic_id"] == rec.value.topic_id and len(row["topic_id"]) == 22
+    assert row["payload"] is not None  # the "full" sample carries an unknown tag: kept in payload
+    assert payload_to_record(row["payload"]).value.unknown_tags == ((90, b"\x01\x02\x03"),)
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        pa.array([T0, T0 + 1], pa.int64()),
+        pa.array([T0, T0 + 1], pa.timestamp("ms")),
+        pa.array([T0 * 1000, (T0 + 1) * 1000], pa.timestamp("us", tz="UTC")),
+        pa.array([T0 * 1_000_000, (T0 + 1) * 1_000_000], pa.timestamp("ns")),
+        pa.array([T0 // 1000, T0 // 1000 + 1], pa.timestamp("s")),
+    ],
+    ids=["int64", "ms", "us-utc", "ns", "s"],
+)
+def test_timestamp_column_types(ts: pa.Array) -> None:
+    out = decode_arrow(to_batch(ROWS[:2], timestamp=ts))
+    expected = [T0, T0 + 1] if ts.type != pa.timestamp("s") else [T0 // 1000 * 1000, T0 // 1000 * 1000 + 1000]
+    assert out.column("source_timestamp_ms").to_pylist() == expected
+
+
+def test_large_binary_sliced_and_chunked_inputs() -> None:
+    batch = to_batch(ROWS)
+    expect = decode_arrow(batch)
+    large = batch.cast(
+        pa.schema(
+            [
+                pa.field("key", pa.large_binary()),
+                pa.field("value", pa.large_binary()),
+                *list(batch.schema)[2:],
+            ]
+        )
+    )
+    assert decode_arrow(large).equals(expect)
+    assert decode_arrow(batch.slice(7, 20)).equals(expect.slice(7, 20))
+    table = pa.Table.from_batches([batch.slice(0, 10), batch.slice(10)])
+    assert decode_arrow(table).equals(expect)
+
+
+def test_chunking_of_big_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = to_batch(ROWS)
+    expect = decode_arrow(batch)
+    monkeypatch.setattr(batch_mod, "CHUNK_ROWS", 7)
+    assert decode_arrow(batch).equals(expect)
+
+
+def test_empty_and_all_tombstone_batches() -> None:
+    assert decode_arrow(to_batch([])).num_rows == 0
+    out = decode_arrow(to_batch([(k, None) for k, _ in ROWS[:10]]))
+    assert out.column("is_tombstone").to_pylist() == [True] * 10
+    assert decode_arrow(to_batch([(k, None) for k, _ in ROWS[:10]]), fast_path=False).equals(out)
+
+
+def test_pandas_in_pandas_out() -> None:
+    df = pd.DataFrame(
+        {
+            "key": [k for k, _ in ROWS],
+            "value": [v for _, v in ROWS],
+            "partition": [0] * len(ROWS),
+            "offset": range(len(ROWS)),
+            "timestamp": pd.to_datetime([T0] * len(ROWS), unit="ms"),
+            "topic": ["__consumer_offsets"] * len(ROWS),  # extra Kafka source columns are ignored
+        }
+    )
+    out = decode_pandas(df)
+    assert list(out.columns) == OUTPUT_SCHEMA.names
+    assert str(out["record_type"].dtype) == "Int16" and str(out["committed_offset"].dtype) == "Int64"
+    assert (out["source_timestamp_ms"] == T0).all()
+    assert out["record_type"].tolist() == decode_arrow(to_batch(ROWS)).column("record_type").to_pylist()
+    pd.testing.assert_frame_equal(decode_batch(df), out)
+    assert isinstance(decode_batch(to_batch(ROWS)), pa.RecordBatch)
+
+
+def test_spark_style_iterators() -> None:
+    batch = to_batch(ROWS)
+    outs = list(map_in_arrow(iter([batch.slice(0, 5), batch.slice(5)])))
+    assert pa.Table.from_batches(outs).combine_chunks().to_batches()[0].equals(decode_arrow(batch))
+    frames = list(
+        map_in_pandas(
+            iter(
+                [
+                    decode_arrow(batch)
+                    .to_pandas()[[]]
+                    .assign(
+                        key=[k for k, _ in ROWS],
+                        value=[v for _, v in ROWS],
+                        partition=0,
+                        offset=0,
+                        timestamp=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+                    )
+                ]
+            )
+        )
+    )
+    assert len(frames) == 1 and len(frames[0]) == len(ROWS)
+
+
+def test_input_without_kafka_columns_is_rejected() -> None:
+    with pytest.raises(ValueError, match="lacks column"):
+        decode_arrow(pa.record_batch({"key": pa.array([b"\x00\x01"])}))
