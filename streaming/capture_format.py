@@ -73,8 +73,8 @@ def _is_parquet(path: Path) -> bool:
     return path.suffix == ".parquet"
 
 
-def _open_text(path: Path, mode: str) -> IO[str]:
-    if path.name.endswith(".gz"):
+def _open_text(path: Path, mode: str, gz: bool | None = None) -> IO[str]:
+    if path.name.endswith(".gz") if gz is None else gz:
         return gzip.open(path, mode + "t", encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
@@ -104,12 +104,12 @@ def write_capture(path: str | Path, header: CaptureHeader, records: Iterable[Cap
     """Write ``records`` to ``path`` (format chosen by suffix); returns the number written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name("." + path.name + ".tmp")
     if _is_parquet(path):
         n = _write_parquet(tmp, header, records)
     else:
         n = 0
-        with _open_text(tmp, "w") as fh:
+        with _open_text(tmp, "w", gz=path.name.endswith(".gz")) as fh:
             fh.write(json.dumps({"capture": header.to_json()}) + "\n")
             for rec in records:
                 fh.write(json.dumps(record_to_json(rec), separators=(",", ":")) + "\n")

@@ -1,0 +1,100 @@
+"""The Spark session the mirror runs in: Kafka connector jars, state store and the settings that matter.
+
+Two Spark behaviours are settled here, on the real broker (see README "How Spark reads
+__consumer_offsets"):
+
+* Spark's default offset reader (AdminClient based, Spark >= 3.1) drops internal topics when it lists
+  partitions, so ``subscribe=__consumer_offsets`` silently reads nothing.  The consumer-based reader
+  (``spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true``) lists them.  Verified with
+  spark-sql-kafka 4.0.0 against Kafka 4.3.1: 0 rows with the default, all rows with the flag
+  (tests/test_streaming/test_spark_kafka.py keeps both facts under test).
+* The connector must be the same Spark version as pyspark: connector classes use Spark internals.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+#: settings every mirror session needs, whatever the deployment
+BASE_CONF: dict[str, str] = {
+    # Lists internal topics (see module docstring).
+    "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true",
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # Stable metric names (without it Dropwizard names carry the app id).
+    "spark.metrics.namespace": "coordinator_mirror",
+}
+
+
+class ConnectorVersionError(RuntimeError):
+    """The spark-sql-kafka jar on the classpath does not match the running pyspark."""
+
+
+def connector_version(jars: Sequence[str]) -> str | None:
+    for jar in jars:
+        m = re.match(r"spark-sql-kafka-0-10_2\.\d+-(.+)\.jar$", Path(jar).name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def check_connector(jars: Sequence[str]) -> None:
+    import pyspark
+
+    found = connector_version(jars)
+    if found is None:
+        raise ConnectorVersionError(f"no spark-sql-kafka-0-10 jar among spark.jars: {list(jars)}")
+    if found != pyspark.__version__:
+        raise ConnectorVersionError(
+            f"spark-sql-kafka-0-10 {found} does not match pyspark {pyspark.__version__}; resolve the "
+            f"matching connector with `make jars SPARK_VERSION={pyspark.__version__}`"
+        )
+
+
+def build_session(
+    *,
+    master: str = "local[2]",
+    app_name: str = "coordinator-mirror",
+    jars: Sequence[str] | None = None,
+    packages: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "WARN",
+) -> SparkSession:
+    """Create (or return the active) SparkSession with the connector and the mirror's settings.
+
+    ``jars`` are local connector jars (default: the ones `make jars` resolved for this pyspark);
+    ``packages`` is the ``spark.jars.packages`` alternative that resolves through Ivy instead.
+    """
+    # Python workers must run this interpreter (same venv, same pandas/pyarrow).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = dict(BASE_CONF)
+    if packages:
+        settings["spark.jars.packages"] = packages
+    else:
+        if jars is None:
+            from streaming.local.jars import spark_kafka_jars
+
+            jars = spark_kafka_jars()
+        check_connector(jars)
+        settings["spark.jars"] = ",".join(jars)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(log_level)
+    return session
