@@ -182,8 +182,9 @@ class _StringColumn:
         if not length.any():  # only empty strings / nulls (e.g. metadata ""): all-zero views
             self._views = views
             return views
+        sparse = np.count_nonzero(length) < n // 4  # e.g. metadata: mostly "" -> only touch the rest
         for bi, buf in enumerate(self.buffers):
-            if len(self.buffers) == 1:
+            if len(self.buffers) == 1 and not sparse:
                 # One source buffer: full-length, slice-only assignments (rows that are not
                 # fast have length 0, so their inline bytes are masked to zero).
                 start = self.start
@@ -193,7 +194,7 @@ class _StringColumn:
                 views[:, 2] = np.where(long, bi, views[:, 2])
                 views[:, 3] = np.where(long, start, views[:, 3])
             else:
-                rows = np.flatnonzero(fast & (self.buf == bi))
+                rows = np.flatnonzero(fast & (self.buf == bi) & (length > 0))
                 start = self.start[rows]
                 ln = length[rows]
                 inline = buf.window(12)[start] & _KEEP[np.minimum(ln, 12)]
@@ -464,31 +465,8 @@ def _decode_chunk(
 
     slow = np.flatnonzero(~ok)
     if slow.size:
-        kbytes = kdata.tobytes()
-        vbytes = vdata.tobytes()
-        for i in slow.tolist():
-            src = Source(int(partition[i]), int(offset[i]), int(ts[i]))
-            v = vbytes[voff[i] : voff[i + 1]] if vvalid[i] else None
-            if kvalid[i]:
-                result = decode_record(kbytes[koff[i] : koff[i + 1]], v, src)
-            else:
-                result = DecodeError(src, None, None, "key", "type", 0, "malformed: null key", None, b"", v)
-            cols = result_columns(result)
-            status[i] = _STATUS_CODES[cols.pop("status")]
-            for b in _BOOL_COLUMNS:
-                bools[b][i] = bool(cols.pop(b))
-            for name, val in cols.items():
-                if name in ints:
-                    ints[name].set(i, val)
-                else:
-                    strs[name].set(i, val)
-            # Columns the fast path may have set for this row before declining it.
-            for name in _INT_COLUMNS:
-                if name not in cols:
-                    ints[name].valid[i] = False
-            for name in _STR_COLUMNS:
-                if name not in cols:
-                    strs[name].set(i, None)
+        outputs = _Outputs(ints, strs, bools, status)
+        _fill_slow(slow, (koff, kdata, kvalid), (voff, vdata, vvalid), (partition, offset, ts), outputs)
 
     arrays: dict[str, pa.Array] = {
         "status": _STATUS_ARRAY.take(pa.array(status, pa.int8())),
@@ -503,6 +481,48 @@ def _decode_chunk(
     for name, bv in bools.items():
         arrays[name] = pa.array(bv, pa.bool_())
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outputs:
+    ints: dict[str, _IntColumn]
+    strs: dict[str, _StringColumn]
+    bools: dict[str, Bool]
+    status: npt.NDArray[np.int8]
+
+
+def _fill_slow(
+    slow: I64, keys: _Binary, values: _Binary, sources: tuple[I64, I64, I64], out: _Outputs
+) -> None:
+    """Decode the declined rows one by one with the scalar interpreter, then fill the columns."""
+    ints, strs, bools, status = out.ints, out.strs, out.bools, out.status
+    koff, kdata, kvalid = keys
+    voff, vdata, vvalid = values
+    partition, offset, ts = sources
+    kbytes = kdata.tobytes()
+    vbytes = vdata.tobytes()
+    rows: list[dict[str, Any]] = []
+    for i in slow.tolist():
+        src = Source(int(partition[i]), int(offset[i]), int(ts[i]))
+        v = vbytes[voff[i] : voff[i + 1]] if vvalid[i] else None
+        if kvalid[i]:
+            result = decode_record(kbytes[koff[i] : koff[i + 1]], v, src)
+        else:
+            result = DecodeError(src, None, None, "key", "type", 0, "malformed: null key", None, b"", v)
+        rows.append(result_columns(result))
+    status[slow] = [_STATUS_CODES[c["status"]] for c in rows]
+    for name, arr in bools.items():
+        arr[slow] = [bool(c[name]) for c in rows]
+    for name, icol in ints.items():
+        vals = [c.get(name) for c in rows]
+        icol.valid[slow] = [x is not None for x in vals]
+        icol.values[slow] = [0 if x is None else x for x in vals]
+    for name, scol in strs.items():
+        texts = [c.get(name) for c in rows]
+        scol.valid[slow] = [x is not None for x in texts]
+        for i, text in zip(slow.tolist(), texts, strict=True):
+            if text is not None:
+                scol.set(i, text)
 
 
 _ATTR_CACHE: dict[tuple[int, str], str] = {}

@@ -67,15 +67,13 @@ def read_assignment(blob: bytes) -> RawEmbedded | EmbeddedFailure:
     return _read(blob, CONSUMER_ASSIGNMENT, allow_empty=True)
 
 
-_build_subscription = typed_builder(CONSUMER_SUBSCRIPTION)
-_build_assignment = typed_builder(CONSUMER_ASSIGNMENT)
-
-
 def decode_subscription(blob: bytes) -> ConsumerSubscription | EmbeddedFailure:
     raw = read_subscription(blob)
     if isinstance(raw, EmbeddedFailure):
         return raw
-    sub: ConsumerSubscription = _build_subscription(raw.fields, version=raw.version)
+    sub: ConsumerSubscription = typed_builder(CONSUMER_SUBSCRIPTION, raw.read_as or 0)(
+        raw.fields, version=raw.version
+    )
     return sub
 
 
@@ -83,5 +81,7 @@ def decode_assignment(blob: bytes) -> ConsumerAssignment | EmbeddedFailure:
     raw = read_assignment(blob)
     if isinstance(raw, EmbeddedFailure):
         return raw
-    asg: ConsumerAssignment = _build_assignment(raw.fields, version=raw.version)
+    asg: ConsumerAssignment = typed_builder(CONSUMER_ASSIGNMENT, raw.read_as or 0)(
+        raw.fields, version=raw.version
+    )
     return asg

@@ -18,7 +18,6 @@ apart is documented in decoders/README.md ("Layouts that share a version").
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,18 +33,18 @@ from decoders.records import (
     DecodeError,
     DecodeResult,
     GroupMember,
-    GroupMetadataValue,
     Record,
     Source,
     UnknownRecord,
 )
 from decoders.schema import Layout, RecordType
-from decoders.tables import RECORD_TYPES
+from decoders.tables import GROUP_MEMBER, RECORD_TYPES
 from decoders.wire import WireError
 
 END_FIELD: Final = "<end>"  # field name for "bytes left over after the last field"
 TYPE_FIELD: Final = "type"  # the key's int16 record-type prefix
 VERSION_FIELD: Final = "version"  # the value's int16 version prefix
+GROUP_METADATA_TYPE: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +193,7 @@ class _Ctx:
 
 
 def _value_error(ctx: _Ctx, version: int | None, field: str, position: int, reason: str) -> DecodeError:
-    typed_key = typed_builder(ctx.rt.key)(ctx.key_raw)
+    typed_key = typed_builder(ctx.rt.key, 0)(ctx.key_raw)
     return DecodeError(
         ctx.source, ctx.rt.k, version, "value", field, position, reason, typed_key, ctx.key, ctx.value
     )
@@ -206,16 +205,18 @@ def _value_error(ctx: _Ctx, version: int | None, field: str, position: int, reas
 
 def to_record(raw: RawRecord) -> Record[Any, Any]:
     rt = raw.record_type
-    key = typed_builder(rt.key)(raw.key)
+    key = typed_builder(rt.key, 0)(raw.key)
     value: Any = None
     layout_label: str | None = None
     if raw.value is not None:
-        assert raw.layout is not None
-        value = typed_builder(raw.layout.struct)(raw.value)
+        assert raw.layout is not None and raw.value_version is not None
+        build = typed_builder(raw.layout.struct, raw.value_version)
+        if rt.k == GROUP_METADATA_TYPE and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
+            value = build(raw.value, members=_consumer_members(raw, raw.value_version))
+        else:
+            value = build(raw.value)
         if raw.multi_layout:
             layout_label = raw.layout.label
-        if isinstance(value, GroupMetadataValue) and value.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            value = _with_consumer_protocol(value, raw)
     return Record(
         source=raw.source,
         record_type=rt.k,
@@ -227,21 +228,25 @@ def to_record(raw: RawRecord) -> Record[Any, Any]:
     )
 
 
-def _with_consumer_protocol(value: GroupMetadataValue, raw: RawRecord) -> GroupMetadataValue:
-    members: list[GroupMember] = []
-    for i, m in enumerate(value.members):
-        sub = decode_subscription(m.subscription)
-        asg = decode_assignment(m.assignment)
+def _consumer_members(raw: RawRecord, version: int) -> tuple[GroupMember, ...]:
+    """Members of a "consumer" group with their embedded subscription/assignment decoded (§4);
+    a broken blob becomes that member's ``*_error``, never the record's."""
+    assert raw.value is not None
+    build_member = typed_builder(GROUP_MEMBER, version)
+    members = []
+    for i, m in enumerate(raw.value["members"]):
+        sub = decode_subscription(m["subscription"])
+        asg = decode_assignment(m["assignment"])
         members.append(
-            dataclasses.replace(
+            build_member(
                 m,
                 consumer_subscription=None if isinstance(sub, EmbeddedFailure) else sub,
                 consumer_assignment=None if isinstance(asg, EmbeddedFailure) else asg,
-                subscription_error=_embedded_error(raw, i, "subscription", m.subscription, sub),
-                assignment_error=_embedded_error(raw, i, "assignment", m.assignment, asg),
+                subscription_error=_embedded_error(raw, i, "subscription", m["subscription"], sub),
+                assignment_error=_embedded_error(raw, i, "assignment", m["assignment"], asg),
             )
         )
-    return dataclasses.replace(value, members=tuple(members))
+    return tuple(members)
 
 
 def _embedded_error(raw: RawRecord, index: int, part: str, blob: bytes, result: object) -> DecodeError | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from decoders.schema import (
@@ -273,78 +272,72 @@ class Builder(Protocol):
     def __call__(self, raw: RawStruct, /, **extra: Any) -> Any: ...
 
 
-_ABSENT: Final = object()
-_BUILDERS: dict[int, Builder] = {}
-
-Converter = Callable[[Any], Any] | None
+_BUILDERS: dict[tuple[int, int], Builder] = {}
 
 
-def _converter(f: Field) -> Converter:
+def _conversion(f: Field, version: int, src: str, env: dict[str, Any], tmp: str) -> str:
+    """Python expression turning the raw value ``src`` of field ``f`` into its typed value."""
     t = f.type
-    none_if = f.none_if
     if isinstance(t, Primitive):
         if t is UUID:
-            return uuid_or_none
-        if none_if:
-
-            def sentinel(v: Any) -> Any:
-                return None if v in none_if else v
-
-            return sentinel
-        return None
+            return f"_uuid({src})"
+        if not f.none_if:
+            return src
+        test = f"{tmp} == {f.none_if[0]!r}" if len(f.none_if) == 1 else f"{tmp} in {f.none_if!r}"
+        return f"(None if ({tmp} := {src}) is None or {test} else {tmp})"
     if isinstance(t, ArrayOf):
         elem = t.element
         if isinstance(elem, Struct):
-            build_elem = typed_builder(elem)
-
-            def struct_array(v: list[RawStruct] | None) -> tuple[Any, ...] | None:
-                return None if v is None else tuple(build_elem(x) for x in v)
-
-            return struct_array
+            name = f"_b{len(env)}"
+            env[name] = typed_builder(elem, version)
+            return f"(None if ({tmp} := {src}) is None else tuple([{name}(x) for x in {tmp}]))"
         if elem is UUID:
-            return lambda v: None if v is None else tuple(uuid_or_none(x) for x in v)
-
-        def prim_array(v: list[Any] | None) -> tuple[Any, ...] | None:
-            return None if v is None else tuple(v)
-
-        return prim_array
-    build = typed_builder(t)
-    return lambda v: None if v is None else build(v)
+            return f"(None if ({tmp} := {src}) is None else tuple(map(_uuid, {tmp})))"
+        return f"(None if ({tmp} := {src}) is None else tuple({tmp}))"
+    name = f"_b{len(env)}"
+    env[name] = typed_builder(t, version)
+    return f"(None if ({tmp} := {src}) is None else {name}({tmp}))"
 
 
-def typed_builder(struct: Struct) -> Builder:
-    """Builder raw dict -> ``struct.cls`` instance.  Fields absent from the raw dict (not in this
-    version / layout) become None; sentinels declared in ``none_if`` become None."""
-    cached = _BUILDERS.get(id(struct))
+def typed_builder(struct: Struct, version: int) -> Builder:
+    """Builder raw dict -> ``struct.cls`` instance for raw dicts read at ``version``.
+
+    Generated once per (struct, version) from the table, like Kafka generates its message
+    classes: fields absent in ``version`` become None, sentinels declared in ``none_if`` become
+    None, arrays become tuples, nested structs their classes, unknown tags are kept.  Keyword
+    ``extra`` values override (or add) attributes, e.g. the decoded consumer protocol.
+    """
+    key = (id(struct), version)
+    cached = _BUILDERS.get(key)
     if cached is not None:
         return cached
     cls = struct.cls
     if cls is None:
         raise TypeError(f"struct {struct.name} declares no typed class")
-
-    # Placeholder against recursive structs while compiling (none exist today).
-    def pending(raw: RawStruct, /, **extra: Any) -> Any:
-        return _BUILDERS[id(struct)](raw, **extra)
-
-    _BUILDERS[id(struct)] = pending
-    plan = tuple((f.name, f.attr, _converter(f)) for f in struct.fields)
-    has_unknown = any(fl.name == "unknown_tags" for fl in dataclasses.fields(cls))
-
-    def build(raw: RawStruct, /, **extra: Any) -> Any:
-        kw: dict[str, Any] = {}
-        for name, attr, conv in plan:
-            v = raw.get(name, _ABSENT)
-            if v is _ABSENT:
-                kw[attr] = None
-            elif conv is None:
-                kw[attr] = v
-            else:
-                kw[attr] = conv(v)
-        if has_unknown:
-            kw["unknown_tags"] = raw.get(UNKNOWN_TAGS, ())
-        if extra:
-            kw.update(extra)
-        return cls(**kw)
-
-    _BUILDERS[id(struct)] = build
+    env: dict[str, Any] = {"_cls": cls, "_uuid": uuid_or_none}
+    exprs: list[tuple[str, str]] = []
+    for i, f in enumerate(struct.fields):
+        if version in f.versions:
+            exprs.append((f.attr, _conversion(f, version, f"raw[{f.name!r}]", env, f"_v{i}")))
+        else:
+            exprs.append((f.attr, "None"))
+    if any(fl.name == "unknown_tags" for fl in dataclasses.fields(cls)):
+        exprs.append(("unknown_tags", f"raw.get({UNKNOWN_TAGS!r}, ())"))
+    direct = ", ".join(f"{attr}={expr}" for attr, expr in exprs)
+    merged = "\n".join(
+        f"    kw[{attr!r}] = extra[{attr!r}] if {attr!r} in extra else {expr}" for attr, expr in exprs
+    )
+    source = (
+        "def build(raw, /, **extra):\n"
+        "    if not extra:\n"
+        f"        return _cls({direct})\n"
+        "    kw = {}\n"
+        f"{merged}\n"
+        "    for k, v in extra.items():\n"
+        "        kw.setdefault(k, v)\n"
+        "    return _cls(**kw)\n"
+    )
+    exec(compile(source, f"<typed builder {struct.name} v{version}>", "exec"), env)
+    build: Builder = env["build"]
+    _BUILDERS[key] = build
     return build

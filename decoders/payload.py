@@ -35,8 +35,8 @@ PAYLOAD_VERSION: Final = 1
 Encoder = Callable[[Any], Any]
 Decoder = Callable[[Any], Any]
 
-_ENCODERS: dict[Any, Encoder] = {}
-_DECODERS: dict[Any, Decoder] = {}
+_ENCODERS: dict[type, Encoder] = {}
+_DECODERS: dict[type, Decoder] = {}
 
 
 def _b64e(v: bytes) -> str:
@@ -47,104 +47,91 @@ def _b64d(v: str) -> bytes:
     return base64.b64decode(v)
 
 
-def _identity(v: Any) -> Any:
-    return v
-
-
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, vars(rec_mod))
 
 
 def _strip_optional(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
             return args[0]
     return tp
 
 
-def _encoder(tp: Any) -> Encoder:
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _expr(tp: Any, v: str, env: dict[str, Any], encode: bool) -> str:
+    """Python expression converting ``v`` of type ``tp`` to JSON-able (encode) or back."""
     tp = _strip_optional(tp)
-    enc = _ENCODERS.get(tp)
+    if tp in (int, str, bool, Any):
+        return v
+    if tp is bytes:
+        return f"_b64e({v})" if encode else f"_b64d({v})"
+    if _is_dataclass_type(tp):
+        name = f"_f{len(env)}"
+        env[name] = _encoder(tp) if encode else _decoder(tp)
+        return f"{name}({v})"
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            inner = _expr(args[0], "x", env, encode)
+            if inner == "x":
+                return f"list({v})" if encode else f"tuple({v})"
+            return f"[{inner} for x in {v}]" if encode else f"tuple([{inner} for x in {v}])"
+        parts = ", ".join(_expr(a, f"{v}[{i}]", env, encode) for i, a in enumerate(args))
+        return f"[{parts}]" if encode else f"({parts},)"
+    raise TypeError(f"payload cannot convert {tp!r}")
+
+
+def _encoder(cls: type) -> Encoder:
+    """Generated per class: ``{attr: json value}``, omitting None and empty ``unknown_tags``."""
+    enc = _ENCODERS.get(cls)
     if enc is not None:
         return enc
-    if tp is bytes:
-        enc = _b64e
-    elif tp in (int, str, bool, Any):
-        enc = _identity
-    elif typing.get_origin(tp) is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            inner = _encoder(args[0])
-            enc = lambda v: [inner(x) for x in v]  # noqa: E731
-        else:
-            parts = [_encoder(a) for a in args]
-            enc = lambda v: [p(x) for p, x in zip(parts, v, strict=True)]  # noqa: E731
-    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        enc = _dataclass_encoder(tp)
-    else:
-        raise TypeError(f"payload cannot encode {tp!r}")
-    _ENCODERS[tp] = enc
-    return enc
-
-
-def _dataclass_encoder(cls: type) -> Encoder:
     hints = _hints(cls)
-    plan = [(f.name, _encoder(hints[f.name])) for f in dataclasses.fields(cls)]
+    env: dict[str, Any] = {"_b64e": _b64e}
+    lines = ["def enc(o):", "    d = {}"]
+    for f in dataclasses.fields(cls):
+        expr = _expr(hints[f.name], "v", env, encode=True)
+        test = "v" if f.name == "unknown_tags" else "v is not None"
+        lines += [f"    v = o.{f.name}", f"    if {test}:", f"        d[{f.name!r}] = {expr}"]
+    lines.append("    return d")
+    exec(compile("\n".join(lines), f"<payload encoder {cls.__name__}>", "exec"), env)
+    built: Encoder = env["enc"]
+    _ENCODERS[cls] = built
+    return built
 
-    def encode(obj: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, enc in plan:
-            v = getattr(obj, name)
-            if v is None or (name == "unknown_tags" and not v):
-                continue
-            out[name] = enc(v)
-        return out
 
-    return encode
-
-
-def _decoder(tp: Any) -> Decoder:
-    tp = _strip_optional(tp)
-    dec = _DECODERS.get(tp)
+def _decoder(cls: type) -> Decoder:
+    """Generated per class: the inverse of `_encoder` (absent keys are None / ``()``)."""
+    dec = _DECODERS.get(cls)
     if dec is not None:
         return dec
-    if tp is bytes:
-        dec = _b64d
-    elif tp in (int, str, bool, Any):
-        dec = _identity
-    elif typing.get_origin(tp) is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            inner = _decoder(args[0])
-            dec = lambda v: tuple(inner(x) for x in v)  # noqa: E731
-        else:
-            parts = [_decoder(a) for a in args]
-            dec = lambda v: tuple(p(x) for p, x in zip(parts, v, strict=True))  # noqa: E731
-    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        dec = _dataclass_decoder(tp)
-    else:
-        raise TypeError(f"payload cannot decode {tp!r}")
-    _DECODERS[tp] = dec
-    return dec
-
-
-def _dataclass_decoder(cls: type) -> Decoder:
     hints = _hints(cls)
-    plan = [(f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)]
+    env: dict[str, Any] = {"_b64d": _b64d, "_cls": cls}
+    args = []
+    for i, f in enumerate(dataclasses.fields(cls)):
+        tmp = f"v{i}"
+        expr = _expr(hints[f.name], tmp, env, encode=False)
+        empty = "()" if f.name == "unknown_tags" else "None"
+        if expr == tmp:
+            args.append(f"{f.name}=g({f.name!r}, {empty})")
+        else:
+            args.append(f"{f.name}=({empty} if ({tmp} := g({f.name!r})) is None else {expr})")
+    source = "def dec(d):\n    g = d.get\n    return _cls(" + ", ".join(args) + ")\n"
+    exec(compile(source, f"<payload decoder {cls.__name__}>", "exec"), env)
+    built: Decoder = env["dec"]
+    _DECODERS[cls] = built
+    return built
 
-    def decode(obj: dict[str, Any]) -> Any:
-        kw: dict[str, Any] = {}
-        for name, dec in plan:
-            v = obj.get(name)
-            if v is None:
-                kw[name] = () if name == "unknown_tags" else None
-            else:
-                kw[name] = dec(v)
-        return cls(**kw)
 
-    return decode
+def _key_cls(k: int) -> type:
+    cls = RECORD_TYPES[k].key.cls
+    assert cls is not None, f"record type {k}: key struct without a typed class"
+    return cls
 
 
 def record_to_payload(record: Record[Any, Any]) -> str:
@@ -154,7 +141,7 @@ def record_to_payload(record: Record[Any, Any]) -> str:
         "v": PAYLOAD_VERSION,
         "source": [record.source.partition, record.source.offset, record.source.timestamp_ms],
         "record_type": record.record_type,
-        "key": _encoder(rt.key.cls)(record.key),
+        "key": _encoder(_key_cls(rt.k))(record.key),
         "value_version": record.value_version,
         "value": None if record.value is None else _encoder(rt.value.cls)(record.value),
     }
@@ -177,7 +164,7 @@ def payload_to_record(payload: str | bytes) -> Record[Any, Any]:
     return Record(
         source=Source(int(p), int(o), int(t)),
         record_type=rt.k,
-        key=_decoder(rt.key.cls)(obj["key"]),
+        key=_decoder(_key_cls(rt.k))(obj["key"]),
         value_version=obj.get("value_version"),
         value=None if value is None else _decoder(rt.value.cls)(value),
         layout=obj.get("layout"),
@@ -186,5 +173,5 @@ def payload_to_record(payload: str | bytes) -> Record[Any, Any]:
 
 
 # DecodeError.key is typed Any; embedded errors (the only DecodeErrors inside a record) carry
-# key=None, which the generic codec handles.  Touch the class so a schema change fails loudly.
-_ = _dataclass_encoder(DecodeError)
+# key=None, which the codec handles.  Build it at import so a schema change fails loudly.
+_ = _encoder(DecodeError), _decoder(DecodeError)
