@@ -15,10 +15,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
-    from streaming import capture
+    from streaming import capture, decode_cmd, demo
 
-    capture.register(sub, handlers)
-    from streaming import decode_cmd; decode_cmd.register(sub, handlers)  # noqa: E702, I001, PLC0415  # fmt: skip
+    for command in (capture, decode_cmd, demo):
+        command.register(sub, handlers)
     return parser, handlers
 
 

@@ -1,0 +1,111 @@
+"""`coordinator-mirror demo`: the main job on its embedded default -- a local real Kafka with demo groups.
+
+Starts the local broker (jvm/lib), runs the scenario library once, keeps a rebalance storm going
+and re-runs a round of scenarios in the background every ``--interval`` seconds, so the broker's
+`__consumer_offsets` keeps receiving every kind of record.  Ctrl-C (or SIGTERM) stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("coordinator_mirror.demo")
+
+
+class DemoWorkload:
+    """Scenario rounds in a background thread, against one broker."""
+
+    def __init__(self, bootstrap: str, kafka_version: str, interval_s: float = 60.0) -> None:
+        self.bootstrap = bootstrap
+        self.kafka_version = kafka_version
+        self.interval_s = interval_s
+        self.rounds = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._labs: list[Any] = []
+        self._thread = threading.Thread(target=self._run, name="demo-workload", daemon=True)
+
+    def start(self) -> DemoWorkload:
+        from streaming.local.lab import Lab
+        from streaming.local.scenarios import SCENARIOS
+
+        # a long-lived stormy group for the rebalance dashboards and alerts
+        storm = Lab(self.bootstrap, self.kafka_version, run_id="storm")
+        SCENARIOS["churn"].fn(storm)
+        self._labs.append(storm)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from streaming.local.lab import Lab
+        from streaming.local.scenarios import run_scenarios
+
+        while not self._stop.is_set():
+            lab = Lab(self.bootstrap, self.kafka_version, run_id=f"r{self.rounds}")
+            self._labs.append(lab)
+            try:
+                run_scenarios(lab)
+            except Exception:  # a demo round can fail (e.g. Ctrl-C mid-way); keep the demo up
+                self.failures += 1
+                log.warning("demo scenario round %d failed", self.rounds, exc_info=True)
+            self.rounds += 1
+            # keep the last two rounds' members alive (Stable groups), retire older ones
+            while len(self._labs) > 3:
+                self._labs.pop(1).close()
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+        for lab in self._labs:
+            lab.close()
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    handlers: dict[str, Callable[[argparse.Namespace], int]],
+) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run on an embedded local Kafka with demo consumer groups (Ctrl-C stops)",
+        description="Start a local real Kafka broker, drive demo consumer groups against it "
+        "continuously, and mirror it.",
+    )
+    p.add_argument("--workdir", default="var/demo", help="broker data and logs (default: var/demo)")
+    p.add_argument("--interval", type=float, default=60.0, help="seconds between scenario rounds")
+    p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = never)")
+    handlers["demo"] = _run
+
+
+def _run(args: argparse.Namespace) -> int:
+    from streaming.local.broker import BrokerSettings, LocalKafka
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python logs every connection at INFO
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    workdir = Path(args.workdir).resolve()
+    broker = LocalKafka(BrokerSettings(offsets_topic_num_partitions=10), workdir / "kafka")
+    log.info("starting local Kafka in %s", broker.workdir)
+    broker.start()
+    log.info("Kafka %s up at %s (log: %s)", broker.settings.kafka_version, broker.bootstrap, broker.workdir)
+    workload = DemoWorkload(broker.bootstrap, broker.settings.kafka_version, args.interval).start()
+    try:
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stop.wait(1.0):
+            if deadline and time.monotonic() > deadline:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.info("stopping (%d scenario rounds ran)", workload.rounds)
+        workload.stop()
+        broker.stop()
+    return 0
