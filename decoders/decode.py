@@ -12,8 +12,14 @@ Two steps, both driven by the tables in `decoders.tables`:
 Strictness: a key or value must be consumed exactly.  Kafka's own readers ignore trailing bytes,
 but real brokers never write any, and exact consumption is what lets us detect the incompatible
 same-version layout changes of the share-group records (a 4.0 reader would silently ignore the
-MetadataHash that 4.1 appends to K=11).  How the candidate layouts of K=4,5,7,8,9,11,15 are told
-apart is documented in decoders/README.md ("Layouts that share a version").
+MetadataHash that 4.1 appends to K=11).
+
+Layouts that share a version (K=9 3.9/4.0, K=11 and K=15 4.0/4.1 -- KIP-932 records changed
+without a version bump -- and the 3.7 early-access KIP-848 K=4,5,7,8): every candidate layout of
+the family is tried; those that decode *and consume the value exactly* fit; the newest fitting
+layout wins (``Record.layout`` names it) and ``ambiguous_layout`` is set when more than one fits,
+so the pipeline can count them; when none fits, the error of the candidate that got furthest is
+returned.  Details and the reasoning: decoders/README.md, "Layouts that share a version".
 """
 
 from __future__ import annotations
