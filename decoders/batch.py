@@ -99,6 +99,8 @@ VALUE_COLUMNS: Final = {
 }
 
 CHUNK_ROWS: Final = 1 << 17
+# Chunks re-decoded by the scalar path because the fast path raised (a bug if ever non-zero).
+FAST_PATH_FALLBACKS: Final = [0]
 
 
 # ============================================================================================
@@ -628,22 +630,21 @@ def _decode_arrow_batch(batch: pa.RecordBatch | pa.Table, fast_path: bool) -> pa
     offset = _ints(batch.column("offset"))
     ts = _timestamps_ms(batch.column("timestamp"))
     n = len(key)
-    if n <= CHUNK_ROWS:
-        return _decode_chunk(key, value, partition=partition, offset=offset, ts=ts, fast_path=fast_path)
     out = []
-    for lo in range(0, n, CHUNK_ROWS):
+    for lo in range(0, n, CHUNK_ROWS) if n else [0]:
         hi = min(n, lo + CHUNK_ROWS)
-        out.append(
-            _decode_chunk(
-                key[lo:hi],
-                value[lo:hi],
-                partition=partition[lo:hi],
-                offset=offset[lo:hi],
-                ts=ts[lo:hi],
-                fast_path=fast_path,
-            )
-        )
-    return pa.concat_batches(out)
+        args = (key[lo:hi], value[lo:hi])
+        kwargs: dict[str, Any] = {"partition": partition[lo:hi], "offset": offset[lo:hi], "ts": ts[lo:hi]}
+        try:
+            out.append(_decode_chunk(*args, **kwargs, fast_path=fast_path))
+        except Exception:
+            if not fast_path:
+                raise
+            # Safety net: a fast-path bug must not stop the stream; the scalar path decodes every
+            # row on its own and never raises for bad bytes.  Counted for the metrics exporter.
+            FAST_PATH_FALLBACKS[0] += 1
+            out.append(_decode_chunk(*args, **kwargs, fast_path=False))
+    return out[0] if len(out) == 1 else pa.concat_batches(out)
 
 
 def decode_arrow(data: pa.RecordBatch | pa.Table, *, fast_path: bool = True) -> pa.RecordBatch:

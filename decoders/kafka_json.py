@@ -186,7 +186,14 @@ def record_json(key: bytes, value: bytes | None, source: Source | None = None) -
     raw = decode_raw(key, value, source or NO_SOURCE)
     body: dict[str, Any]
     if isinstance(raw, RawRecord):
-        body, status = raw_record_json(raw), STATUS_OK
+        try:
+            body, status = raw_record_json(raw), STATUS_OK
+        except Exception as exc:  # a bug in this module must not become a traceback
+            err = DecodeError(
+                raw.source, raw.record_type.k, raw.value_version, "value", "", 0,
+                f"internal decoder error: {exc!r}", None, raw.key_bytes, raw.value_bytes,
+            )  # fmt: skip
+            body, status = error_json(err), STATUS_ERROR
     elif isinstance(raw, UnknownRecord):
         body, status = unknown_json(raw), STATUS_UNKNOWN
     else:

@@ -197,3 +197,16 @@ def test_spark_style_iterators() -> None:
 def test_input_without_kafka_columns_is_rejected() -> None:
     with pytest.raises(ValueError, match="lacks column"):
         decode_arrow(pa.record_batch({"key": pa.array([b"\x00\x01"])}))
+
+
+def test_a_fast_path_bug_falls_back_to_the_scalar_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = to_batch(ROWS)
+    expect = decode_arrow(batch, fast_path=False)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("bug in the fast path")
+
+    before = batch_mod.FAST_PATH_FALLBACKS[0]
+    monkeypatch.setattr(batch_mod, "_fast_path", broken)
+    assert decode_arrow(batch).equals(expect)
+    assert batch_mod.FAST_PATH_FALLBACKS[0] == before + 1

@@ -137,3 +137,14 @@ def test_internal_errors_never_escape(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(decode_mod, "to_record", boom)
     err = decode_record(K1, None, SRC)
     assert isinstance(err, DecodeError) and "internal decoder error" in err.reason and err.source == SRC
+
+
+def test_json_builder_bugs_never_escape(monkeypatch: pytest.MonkeyPatch) -> None:
+    from decoders import kafka_json
+
+    def boom(raw: object) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(kafka_json, "raw_record_json", boom)
+    obj, status = record_json(K1, None)
+    assert status == "error" and "internal decoder error" in obj["error"]["reason"]
