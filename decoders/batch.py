@@ -449,6 +449,10 @@ def _decode_chunk(
 
     ok = np.zeros(n, dtype=np.bool_)
     segments: list[_Segment] = []
+    # Arrow string views address their data with int32 offsets: a chunk whose key or value bytes
+    # exceed 2 GiB (only possible with large_binary input) goes through the scalar path.
+    if fast_path and max(len(kdata), len(vdata)) >= 2**31 - 64:
+        fast_path = False
     if fast_path and n:
         ok, segments = _fast_path((koff, kdata, kvalid), (voff, vdata, vvalid), ints)
         # Strings are validated as UTF-8 in one C++ pass per column; offenders go to the scalar path.
