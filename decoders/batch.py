@@ -117,13 +117,6 @@ class _IntColumn:
         self.values[rows] = values
         self.valid[rows] = True if valid is None else valid
 
-    def set(self, i: int, v: int | None) -> None:
-        if v is None:
-            self.valid[i] = False
-        else:
-            self.values[i] = v
-            self.valid[i] = True
-
     def finish(self) -> pa.Array:
         np_type = self.type.to_pandas_dtype()
         return pa.array(self.values.astype(np_type), type=self.type, mask=~self.valid)
