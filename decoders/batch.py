@@ -537,6 +537,8 @@ def _attr(struct: Struct, field_name: str) -> str:
 
 
 def _fast_path(keys: _Binary, values: _Binary, ints: dict[str, _IntColumn]) -> tuple[Bool, list[_Segment]]:
+    """Read K=0/1 keys and their V0-V4 values column-wise; returns the rows fully read (before
+    UTF-8 validation) and the per-(struct, version) results to scatter into the output."""
     koff, kdata, kvalid = keys
     voff, vdata, vvalid = values
     n = len(kvalid)
