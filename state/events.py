@@ -1,0 +1,217 @@
+"""Change events: what replay and expiry say changed, each a flat JSON dict with stable field names.
+
+Every event carries the group id and the log position that caused it (``source_partition``,
+``source_offset``, ``source_timestamp_ms``; all three are ``null`` for events of the mirror's own
+clock, i.e. `state.expiry.expire`, which put ``at_ms`` instead).  ``type`` names the event.  Values
+are scalars or lists of scalars -- never nested objects -- so that a Kafka topic consumer, a
+Grafana annotation or a SQL engine can read them without schema gymnastics; topic-partitions are
+written ``"topic:partition"`` (``:`` cannot occur in a Kafka topic name).
+
+Two families:
+
+* **discrete** events -- one per change, in log order (created, state changed, rebalance
+  completed, member joined/left/replaced, leader/protocol/kind changed, assignment changed, group
+  deleted, expiry disagreement);
+* **aggregate** events -- one per fold call and group (`OffsetsCommitted`, `OffsetsDeleted`), or
+  per expiry call (`OffsetsExpired`): commits are ~99% of the topic and one event per commit would
+  swamp every consumer of the stream.  They come after the discrete events of the same fold (and
+  before a `GroupDeleted`, which flushes them), with the position of the last record they count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Final
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    group_id: str
+    source_partition: int | None
+    source_offset: int | None
+    source_timestamp_ms: int | None
+
+    TYPE: ClassVar[str] = "event"
+    AGGREGATE: ClassVar[bool] = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE}
+        for k, v in asdict(self).items():
+            out[k] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCreated(Event):
+    kind: str | None = None
+    TYPE: ClassVar[str] = "group_created"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted(Event):
+    kind: str | None = None
+    #: "tombstone" (the broker's group tombstone), "expired" (the mirror's rule: Empty, no offsets)
+    reason: str = "tombstone"
+    TYPE: ClassVar[str] = "group_deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class KindChanged(Event):
+    """Online conversion (4.x): classic <-> consumer, or a simple group taken over by a new kind."""
+
+    before: str | None = None
+    after: str | None = None
+    TYPE: ClassVar[str] = "kind_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged(Event):
+    before: str | None = None
+    after: str | None = None
+    #: when the group entered ``after`` (classic: currentStateTimestamp where written)
+    since_ms: int | None = None
+    TYPE: ClassVar[str] = "state_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted(Event):
+    """A classic generation bump (K=2) or a modern target-assignment epoch bump (K=6/12/20)."""
+
+    before: int | None = None
+    after: int | None = None
+    #: generations/epochs that never reached the log (failed or superseded rebalances)
+    skipped: int = 0
+    TYPE: ClassVar[str] = "rebalance_completed"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberJoined(Event):
+    member_id: str = ""
+    instance_id: str | None = None
+    client_id: str | None = None
+    client_host: str | None = None
+    TYPE: ClassVar[str] = "member_joined"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft(Event):
+    member_id: str = ""
+    instance_id: str | None = None
+    client_id: str | None = None
+    TYPE: ClassVar[str] = "member_left"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberReplaced(Event):
+    """A static member (group.instance.id, KIP-345) came back with a new member id."""
+
+    instance_id: str = ""
+    before: str = ""
+    after: str = ""
+    TYPE: ClassVar[str] = "member_replaced"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChanged(Event):
+    before: str | None = None
+    after: str | None = None
+    TYPE: ClassVar[str] = "leader_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolChanged(Event):
+    """Classic: the selected protocol (assignor); modern: the preferred server assignor."""
+
+    before: str | None = None
+    after: str | None = None
+    TYPE: ClassVar[str] = "protocol_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChanged(Event):
+    member_id: str = ""
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    TYPE: ClassVar[str] = "assignment_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted(Event):
+    #: commit records folded (n_commits summed when the caller collapsed commits)
+    count: int = 0
+    #: distinct topic-partitions whose stored offset changed
+    partitions: int = 0
+    topics: tuple[str, ...] = ()
+    TYPE: ClassVar[str] = "offsets_committed"
+    AGGREGATE: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsDeleted(Event):
+    """Offset tombstones for live offsets that were not expiries (OffsetDelete, DeleteGroups,
+    topic deletion)."""
+
+    count: int = 0
+    partitions: tuple[str, ...] = ()
+    TYPE: ClassVar[str] = "offsets_deleted"
+    AGGREGATE: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsExpired(Event):
+    """Offsets that expired: ``origin`` "mirror" (the mirror's rules at ``at_ms``) or "broker" (a
+    broker tombstone at or after the mirror's deadline, before the mirror swept)."""
+
+    count: int = 0
+    partitions: tuple[str, ...] = ()
+    origin: str = "mirror"
+    at_ms: int | None = None
+    TYPE: ClassVar[str] = "offsets_expired"
+    AGGREGATE: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryDisagreement(Event):
+    """The broker and the mirror's expiry rules disagreed (a fidelity signal; see state/expiry.py).
+
+    reason: "early_tombstone" -- the broker tombstoned an offset the rules kept alive and that no
+    admin operation could have deleted; "unconfirmed" -- the mirror expired an offset (or deleted
+    the group) and the broker wrote no tombstone within the grace period."""
+
+    reason: str = ""
+    partitions: tuple[str, ...] = ()
+    deadline_ms: int | None = None
+    TYPE: ClassVar[str] = "expiry_disagreement"
+
+
+EVENT_TYPES: Final[dict[str, type[Event]]] = {
+    cls.TYPE: cls
+    for cls in (
+        GroupCreated,
+        GroupDeleted,
+        KindChanged,
+        StateChanged,
+        RebalanceCompleted,
+        MemberJoined,
+        MemberLeft,
+        MemberReplaced,
+        LeaderChanged,
+        ProtocolChanged,
+        AssignmentChanged,
+        OffsetsCommitted,
+        OffsetsDeleted,
+        OffsetsExpired,
+        ExpiryDisagreement,
+    )
+}
+
+
+def tp_str(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def event_from_json(obj: dict[str, Any]) -> Event:
+    """The inverse of `Event.to_json` (for consumers of the event stream and for tests)."""
+    cls = EVENT_TYPES[obj["type"]]
+    kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in obj.items() if k != "type"}
+    return cls(**kwargs)

@@ -1,0 +1,393 @@
+"""Kafka's offset-expiry and group-deletion rules (spec §6) as small numbered pure functions of time.
+
+Each rule mirrors a coordinator method; ``now_ms`` is always an argument.
+
+* Rule 1 -- an explicit ``expireTimestamp`` (OffsetCommitValue v1) wins: expired iff
+  ``now >= expireTimestamp`` (2.1+ ``OffsetExpirationConditionImpl``), ``now > expireTimestamp``
+  in <=2.0 (``GroupMetadata.removeExpiredOffsets`` compared ``expireTimestamp < now``).
+* Rule 2 -- classic group with a protocol type, Empty: every offset expires ``retention`` after the
+  time the group became Empty (``currentStateTimestamp``), or after its own commit when that is
+  unknown (V0/V1 group records) -- ``ClassicGroup.offsetExpirationCondition``.
+* Rule 3 -- classic ``consumer`` group, Stable, subscriptions known: only offsets of topics no
+  member subscribes to, from their commit time (KIP-496; "Stable" since KAFKA-13636).
+* Rule 4 -- no protocol type (simple / offsets-only group): every offset from its commit time.
+* Rule 5 -- KIP-848 consumer group (4.x): offsets of topics outside the group's subscribed topic
+  names (incl. regex-resolved ones), from their commit time, *in any state*
+  (``ConsumerGroup``/``ModernGroup.offsetExpirationCondition``, ``isSubscribedToTopic``).
+* Rule 6 -- streams group (4.1+): from commit time; topics of the topology's source and repartition
+  source topics are protected unless the group is Empty or has no topology
+  (``StreamsGroup.isSubscribedToTopic``).
+* Rule 7 -- anything else (a non-empty ``connect`` group, a share group, a classic group still
+  joining its first generation): nothing expires.
+* Rule 8 -- a group that is Empty with no offsets left is deleted
+  (``GroupCoordinatorShard.cleanupGroupMetadata`` -> ``maybeDeleteGroup``); share groups never
+  (``ShareGroup.shouldExpire``).  The broker then writes the group's tombstone(s): always in 4.x
+  (``ClassicGroup.createGroupTombstoneRecords``), in 2.1-3.x only if ``generation > 0``.
+* <=2.0 -- every offset had an ``expireTimestamp`` (commit time + retention); group state was
+  irrelevant (``GroupMetadata.removeExpiredOffsets`` at AK 2.0.0).
+
+What a log reader cannot see, and how the mirror treats it: pending transactional offsets block a
+partition's expiry in the broker (4.x) -- under ``read_committed`` the mirror never sees them, so it
+may expire such an offset up to one transaction earlier than the broker (counted as a disagreement
+only if the broker's tombstone then never comes).
+
+**Agreement with the broker** (the fidelity signal `ExpiryDisagreement`): the broker's own
+tombstones arrive in the log.  For a tombstone of an offset the mirror still holds, with the
+mirror's deadline ``d`` and the tombstone's record time ``t``:
+
+1. ``d is not None and t >= d`` -- the broker expired it on (or after) schedule before the mirror
+   swept: an expiry (origin "broker"), not a disagreement;
+2. otherwise, if no admin operation could have deleted it -- the group is non-empty and subscribed
+   to the topic, where OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC and DeleteGroups
+   NON_EMPTY_GROUP -- an ``early_tombstone`` disagreement (false positive: deleting a topic the
+   group still subscribes to);
+3. otherwise an admin delete (OffsetDelete, DeleteGroups, topic deletion): `OffsetsDeleted`.
+
+A tombstone for an offset the mirror already expired confirms that expiry (no-op).  An expiry the
+broker does not confirm within ``Settings.confirm_grace_ms`` of the mirror's deadline -- no
+tombstone by then in the log (judged at the next record's time or at ``expire``'s ``now``) -- is an
+``unconfirmed`` disagreement.  The tombstone bytes alone cannot tell an expiry from an admin
+delete; the deadline is what can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from state import events as ev
+from state.model import (
+    CLASSIC,
+    CONSUMER,
+    DEAD,
+    EMPTY,
+    O_COMMIT_TS,
+    O_EXPIRE_TS,
+    SHARE,
+    STABLE,
+    STREAMS,
+    Group,
+    OffsetEntry,
+    TopicPartition,
+)
+from state.settings import DEFAULT_SETTINGS, SEMANTICS_4X, SEMANTICS_LEGACY, Settings
+
+GROUP_TOMBSTONE: TopicPartition = ("", -1)  # key of the expected group tombstone in Group.pending
+
+BaseFn = Callable[[OffsetEntry], int]
+
+
+def _commit_base(entry: OffsetEntry) -> int:
+    return entry[O_COMMIT_TS]
+
+
+def is_joining(g: Group) -> bool:
+    """Classic group whose last record is 4.x's "new empty group" (generation 0, no protocol type):
+    in the broker it is PreparingRebalance for its first generation, not Empty (Rule 7)."""
+    return g.kind == CLASSIC and g.generation == 0 and g.protocol_type is None
+
+
+def classic_subscribed_topics(g: Group) -> frozenset[str] | None:
+    """``ClassicGroup.computeSubscribedTopics``: only for protocol type ``consumer``; Empty -> the empty
+    set; otherwise the union of members' subscribed topics, or unknown (None) if any member's
+    subscription did not parse (then ``isSubscribedToTopic`` answers True for every topic)."""
+    if g.protocol_type != "consumer":
+        return None
+    if not g.members:
+        return frozenset()
+    if g.protocol is None:
+        return None
+    topics: set[str] = set()
+    for m in g.members.values():
+        if m.subscribed_topics is None:
+            return None
+        topics.update(m.subscribed_topics)
+    return frozenset(topics)
+
+
+def consumer_subscribed_topics(g: Group) -> frozenset[str]:
+    """KIP-848: members' SubscribedTopicNames plus topics resolved from their regexes (K=16)."""
+    topics: set[str] = set()
+    regexes: set[str] = set()
+    for m in g.members.values():
+        if m.subscribed_topics:
+            topics.update(m.subscribed_topics)
+        if m.subscribed_regex:
+            regexes.add(m.subscribed_regex)
+    for regex in regexes:
+        topics.update(g.regexes.get(regex, ()))
+    return frozenset(topics)
+
+
+def streams_source_topics(g: Group) -> frozenset[str]:
+    if g.topology is None:
+        return frozenset()
+    return frozenset(g.topology.get("source_topics", ()))
+
+
+def is_subscribed(g: Group, topic: str) -> bool:
+    """``Group.isSubscribedToTopic`` of the group's kind (4.x)."""
+    if g.kind == CLASSIC:
+        subs = classic_subscribed_topics(g)
+        if subs is None:
+            # ClassicGroup.isSubscribedToTopic: unknown subscriptions -> usesConsumerGroupProtocol()
+            return g.protocol_type == "consumer"
+        return topic in subs
+    if g.kind == CONSUMER:
+        return topic in consumer_subscribed_topics(g)
+    if g.kind == STREAMS:
+        if g.state in (EMPTY, DEAD) or g.topology is None:
+            return False
+        return topic in streams_source_topics(g)
+    return False
+
+
+# ------------------------------------------------------------------------------ the rules
+def rule_1_explicit_deadline(entry: OffsetEntry, settings: Settings) -> int | None:
+    """Rule 1: the first ms at which an offset with an explicit expireTimestamp is expired."""
+    expire_ts = entry[O_EXPIRE_TS]
+    if expire_ts is None:
+        return None
+    # <=2.0 used "expireTimestamp < now", 2.1+ "now >= expireTimestamp".
+    return expire_ts + 1 if settings.semantics == SEMANTICS_LEGACY else expire_ts
+
+
+def rule_2_classic_empty(g: Group) -> BaseFn | None:
+    """Rule 2: classic with a protocol type, Empty -> base = time it became Empty, else commit time."""
+    if g.kind == CLASSIC and g.protocol_type is not None and g.state == EMPTY:
+        since = g.current_state_timestamp_ms
+        if since is None:
+            return _commit_base
+        return lambda _entry: since
+    return None
+
+
+def rule_3_classic_stable_consumer(g: Group) -> BaseFn | None:
+    """Rule 3: classic consumer-protocol group, Stable, subscriptions known -> commit time
+    (unsubscribed topics only: `is_subscribed` filters)."""
+    if (
+        g.kind == CLASSIC
+        and g.protocol_type == "consumer"
+        and g.state == STABLE
+        and classic_subscribed_topics(g) is not None
+    ):
+        return _commit_base
+    return None
+
+
+def rule_4_simple(g: Group) -> BaseFn | None:
+    """Rule 4: classic group without protocol type (simple / offsets-only) -> commit time."""
+    if g.kind == CLASSIC and g.protocol_type is None and not is_joining(g):
+        return _commit_base
+    return None
+
+
+def rule_5_consumer(g: Group, settings: Settings) -> BaseFn | None:
+    """Rule 5: KIP-848 consumer group -> commit time, any state (4.x; the same rule is applied if
+    such records appear under 2.1-3.x semantics, where only an opt-in coordinator wrote them)."""
+    return _commit_base if g.kind == CONSUMER else None
+
+
+def rule_6_streams(g: Group) -> BaseFn | None:
+    """Rule 6: streams group -> commit time (protected topics filtered by `is_subscribed`)."""
+    return _commit_base if g.kind == STREAMS else None
+
+
+def expiration_condition(g: Group, settings: Settings) -> BaseFn | None:
+    """The group's ``offsetExpirationCondition`` (Rules 2-6), or None for Rule 7 (nothing expires)."""
+    for rule in (rule_2_classic_empty, rule_3_classic_stable_consumer, rule_4_simple, rule_6_streams):
+        base = rule(g)
+        if base is not None:
+            return base
+    return rule_5_consumer(g, settings)
+
+
+def expires_at_ms(g: Group, topic: str, partition: int, settings: Settings = DEFAULT_SETTINGS) -> int | None:
+    """The first ms at which this offset is expired under the group's current state, or None if the
+    rules keep it forever in this state (or the offset does not exist)."""
+    entry = g.offsets.get((topic, partition))
+    if entry is None:
+        return None
+    return _deadline(g, topic, entry, settings, _condition_cache(g, settings))
+
+
+class _Cond:
+    __slots__ = ("base", "subscribed")
+
+    def __init__(self, base: BaseFn | None, subscribed: Callable[[str], bool]) -> None:
+        self.base = base
+        self.subscribed = subscribed
+
+
+def _condition_cache(g: Group, settings: Settings) -> _Cond:
+    if settings.semantics == SEMANTICS_LEGACY:
+        return _Cond(_commit_base, lambda _t: False)
+    base = expiration_condition(g, settings) if g.kind is not None else None
+    cache: dict[str, bool] = {}
+
+    def subscribed(topic: str) -> bool:
+        v = cache.get(topic)
+        if v is None:
+            v = cache[topic] = is_subscribed(g, topic)
+        return v
+
+    return _Cond(base, subscribed)
+
+
+def _deadline(g: Group, topic: str, entry: OffsetEntry, settings: Settings, cond: _Cond) -> int | None:
+    if cond.base is None:
+        return None  # Rule 7 (4.x: no condition -> the sweep skips the group, explicit ts included)
+    if cond.subscribed(topic):
+        return None  # 4.x/3.x: subscribed topics never expire, explicit expireTimestamp included
+    explicit = rule_1_explicit_deadline(entry, settings)
+    if explicit is not None:
+        return explicit
+    if settings.semantics == SEMANTICS_LEGACY:
+        # <=2.0 stored commit + retention as expireTimestamp; a v2+ record read under these
+        # semantics gets the same deadline, with the strict comparison.
+        return entry[O_COMMIT_TS] + settings.retention_ms + 1
+    return cond.base(entry) + settings.retention_ms
+
+
+def all_deadlines(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[TopicPartition, int | None]:
+    """`expires_at_ms` of every offset (one condition evaluation for the whole group)."""
+    cond = _condition_cache(g, settings)
+    return {tp: _deadline(g, tp[0], e, settings, cond) for tp, e in g.offsets.items()}
+
+
+def rule_8_deletable(g: Group, settings: Settings) -> bool:
+    """Rule 8: Empty, no offsets left, and a kind the sweep may delete."""
+    if g.kind is None or g.offsets or g.kind == SHARE or is_joining(g):
+        return False
+    return g.state == EMPTY
+
+
+def expects_group_tombstone(g: Group, settings: Settings) -> bool:
+    """Whether the broker writes a group tombstone when it deletes this group by expiry."""
+    if settings.semantics == SEMANTICS_4X:
+        return True
+    # 2.1-3.x and <=2.0: GroupMetadataManager.cleanupGroupMetadata writes it only if generation > 0.
+    return (g.generation or 0) > 0
+
+
+def next_deadline_ms(g: Group, settings: Settings = DEFAULT_SETTINGS) -> int | None:
+    """The earliest time at which `expire` has something to do: an offset deadline, a deletion due
+    now (Rule 8: the group's state time), or the end of a confirmation grace period.  ``None``: no
+    timer needed.  The streaming adapter sets its timeout to this."""
+    best: int | None = None
+    if g.exists:
+        if rule_8_deletable(g, settings):
+            best = g.state_since_ms if g.state_since_ms is not None else 0
+        else:
+            cond = _condition_cache(g, settings)
+            if cond.base is not None:
+                for (topic, _p), e in g.offsets.items():
+                    d = _deadline(g, topic, e, settings, cond)
+                    if d is not None and (best is None or d < best):
+                        best = d
+    for d in g.pending.values():
+        c = d + settings.confirm_grace_ms + 1
+        if best is None or c < best:
+            best = c
+    return best
+
+
+def check_pending(
+    g: Group, now_ms: int, settings: Settings, out: list[ev.Event], source: tuple[int | None, int | None]
+) -> None:
+    """Expiries the broker did not confirm within the grace period -> ``unconfirmed`` disagreements."""
+    late = [(tp, d) for tp, d in g.pending.items() if now_ms > d + settings.confirm_grace_ms]
+    if not late:
+        return
+    for tp, _d in late:
+        del g.pending[tp]
+    g.counters["expiry_disagreements"] += len(late)
+    out.append(
+        ev.ExpiryDisagreement(
+            g.group_id,
+            source[0],
+            source[1],
+            now_ms if source[0] is not None else None,
+            reason="unconfirmed",
+            partitions=tuple(
+                sorted("<group>" if tp == GROUP_TOMBSTONE else ev.tp_str(*tp) for tp, _ in late)
+            ),
+            deadline_ms=min(d for _, d in late),
+        )
+    )
+
+
+def classify_tombstone(g: Group, topic: str, partition: int, t_ms: int, settings: Settings) -> str:
+    """For a broker tombstone of a live offset at record time ``t_ms``: "expired" | "disagreement" |
+    "deleted" (see the module docstring)."""
+    d = expires_at_ms(g, topic, partition, settings)
+    if d is not None and t_ms >= d:
+        return "expired"
+    if g.exists and g.state not in (EMPTY, DEAD) and is_subscribed(g, topic):
+        return "disagreement"
+    return "deleted"
+
+
+def expire(
+    g: Group, now_ms: int, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[Group | None, list[ev.Event]]:
+    """Apply the rules at ``now_ms``: remove expired offsets, delete the group if Rule 8 holds, and
+    flag unconfirmed expiries.  Returns the group -- ``None`` when nothing is left to keep (the
+    adapter then calls ``state.remove()``) -- and the events.  Idempotent for a fixed ``now_ms``."""
+    out: list[ev.Event] = []
+    check_pending(g, now_ms, settings, out, (None, None))
+    if g.exists:
+        deadlines = all_deadlines(g, settings)
+        expired = sorted(tp for tp, d in deadlines.items() if d is not None and now_ms >= d)
+        if expired:
+            for tp in expired:
+                pend = deadlines[tp]
+                assert pend is not None
+                del g.offsets[tp]
+                g.pending[tp] = pend
+            g.counters["offsets_expired"] += len(expired)
+            g.last_change_ms = now_ms
+            out.append(
+                ev.OffsetsExpired(
+                    g.group_id,
+                    None,
+                    None,
+                    None,
+                    count=len(expired),
+                    partitions=tuple(ev.tp_str(*tp) for tp in expired),
+                    origin="mirror",
+                    at_ms=now_ms,
+                )
+            )
+        if rule_8_deletable(g, settings):
+            kind = g.display_kind
+            if expects_group_tombstone(g, settings):
+                g.pending[GROUP_TOMBSTONE] = now_ms
+            mark_dead(g, now_ms)
+            g.last_change_ms = now_ms
+            out.append(ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired"))
+    if not g.exists and not g.pending and not g.offsets:
+        return None, out
+    return g, out
+
+
+def mark_dead(g: Group, at_ms: int | None) -> None:
+    """The coordinator dropped its group object (deleted or expired): keep only offsets, pending
+    confirmations, counters and bookkeeping."""
+    g.kind = None
+    g.protocol_type = None
+    g.state = DEAD
+    g.state_since_ms = at_ms
+    g.current_state_timestamp_ms = None
+    g.generation = None
+    g.protocol = None
+    g.leader = None
+    g.group_epoch = None
+    g.assignment_epoch = None
+    g.metadata_hash = None
+    g.topology_epoch = None
+    g.validated_topology_epoch = None
+    g.topology = None
+    g.share_topics = None
+    g.members = {}
+    g.targets = {}
+    g.regexes = {}

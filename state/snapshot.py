@@ -1,0 +1,149 @@
+"""JSON views of a group: the full snapshot (``GET /groups/{id}``) and the summary (``GET /groups``).
+
+Field names are stable (documented in state/README.md); values are JSON scalars, lists and
+objects; topic ids are translated to names with what the log showed (`Group.topic_name`), falling
+back to the id.  Offsets carry ``expires_at_ms`` under the given settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from state.expiry import all_deadlines, next_deadline_ms
+from state.model import (
+    CONSUMER,
+    MEMBER_STATE_NAMES,
+    SHARE,
+    STREAMS,
+    Assignment,
+    Group,
+    Member,
+)
+from state.settings import DEFAULT_SETTINGS, Settings
+from state.votes import protocol_votes
+
+SNAPSHOT_VERSION: Final = 1
+
+
+def _assignment_json(g: Group, a: Assignment, by_id: bool) -> list[dict[str, Any]]:
+    out: dict[str, list[int]] = {}
+    for t, ps in a:
+        name = g.topic_name(t) if by_id else t
+        out.setdefault(name, []).extend(ps)
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(out.items())]
+
+
+def _member_json(g: Group, m: Member) -> dict[str, Any]:
+    by_id = g.kind in (CONSUMER, SHARE)
+    out: dict[str, Any] = {
+        "member_id": m.member_id,
+        "instance_id": m.instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "rack_id": m.rack_id,
+        "session_timeout_ms": m.session_timeout_ms,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "subscribed_topics": None if m.subscribed_topics is None else list(m.subscribed_topics),
+        "subscribed_regex": m.subscribed_regex,
+        "server_assignor": m.server_assignor,
+        "supported_protocols": None if m.protocols is None else list(m.protocols),
+        # streams: active tasks as {"topic": subtopology id, "partitions": [...]}
+        "assignment": _assignment_json(g, m.assignment, by_id),
+        "member_epoch": m.member_epoch,
+        "previous_member_epoch": m.previous_member_epoch,
+        "member_state": None
+        if m.member_state is None or g.kind is None
+        else MEMBER_STATE_NAMES.get(g.kind, {}).get(m.member_state, str(m.member_state)),
+        "pending_revocation": _assignment_json(g, m.pending_revocation, by_id),
+        "target_assignment": None
+        if m.member_id not in g.targets
+        else _assignment_json(g, g.targets[m.member_id], by_id),
+        "subscription_error": m.subscription_error,
+        "assignment_error": m.assignment_error,
+    }
+    if m.extra:
+        out["extra"] = m.extra
+    return out
+
+
+def epoch_of(g: Group) -> int | None:
+    """Generation (classic) or group epoch (modern): the one number the summary shows."""
+    return g.group_epoch if g.kind in (CONSUMER, SHARE, STREAMS) else g.generation
+
+
+def summary(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
+    """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last change."""
+    return {
+        "group_id": g.group_id,
+        "exists": g.exists,
+        "kind": g.display_kind,
+        "type": g.group_type,
+        "state": g.state,
+        "epoch": epoch_of(g),
+        "members": len(g.members),
+        "offsets": len(g.offsets),
+        "last_change_ms": g.last_change_ms,
+        "next_deadline_ms": next_deadline_ms(g, settings),
+    }
+
+
+def snapshot(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
+    """Everything in the model, JSON-shaped (``GET /groups/{id}``)."""
+    deadlines = all_deadlines(g, settings)
+    offsets = []
+    for (topic, partition), e in sorted(g.offsets.items()):
+        offsets.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "offset": e[0],
+                "leader_epoch": e[1],
+                "metadata": e[2] if e[2] is not None else "",
+                "commit_timestamp_ms": e[3],
+                "expire_timestamp_ms": e[4],
+                "topic_id": e[5],
+                "expires_at_ms": deadlines[(topic, partition)],
+                "source_partition": e[6],
+                "source_offset": e[7],
+            }
+        )
+    members = [
+        _member_json(g, m)
+        for _, m in sorted(g.members.items(), key=lambda kv: (kv[1].instance_id or "", kv[0]))
+    ]
+    return {
+        "snapshot_version": SNAPSHOT_VERSION,
+        "group_id": g.group_id,
+        "exists": g.exists,
+        "kind": g.display_kind,
+        "type": g.group_type,
+        "protocol_type": g.protocol_type
+        if g.kind not in (CONSUMER, SHARE, STREAMS)
+        else {CONSUMER: "consumer", SHARE: "share", STREAMS: "streams"}[g.kind],
+        "state": g.state,
+        "state_since_ms": g.state_since_ms,
+        "created_ms": g.created_ms,
+        "last_change_ms": g.last_change_ms,
+        "generation": g.generation,
+        "protocol": g.protocol,
+        "leader": g.leader,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "topology_epoch": g.topology_epoch,
+        "validated_topology_epoch": g.validated_topology_epoch,
+        "metadata_hash": g.metadata_hash,
+        "topology": g.topology,
+        "regexes": {k: list(v) for k, v in sorted(g.regexes.items())},
+        "share_topics": g.share_topics,
+        "protocol_votes": protocol_votes(g.members.values()),
+        "members": members,
+        "offsets": offsets,
+        "topic_names": dict(sorted(g.topic_names.items())),
+        "counters": dict(g.counters),
+        "pending_confirmations": [
+            {"topic": t, "partition": p, "deadline_ms": d} for (t, p), d in sorted(g.pending.items())
+        ],
+        "errors": list(g.errors),
+        "next_deadline_ms": next_deadline_ms(g, settings),
+        "last_position": None if g.last_position is None else list(g.last_position),
+    }
