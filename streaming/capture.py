@@ -27,7 +27,7 @@ def iter_topic(
     transaction ends the capture where the coordinator's committed view ends.  Records are yielded
     partition by partition, each in offset order.
     """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -49,11 +49,9 @@ def iter_topic(
         partitions = sorted(tmd.partitions)
         for p in partitions:
             tp = TopicPartition(topic, p)
+            # Under read_committed the readable end is the last stable offset; the partition reports
+            # EOF there, which ends the loop below even when `high` is never reached.
             low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
-            if isolation_level == "read_committed":
-                # Positions beyond the LSO are not readable; the end we wait for is the LSO, which
-                # we learn from the position reached when the partition reports EOF.
-                pass
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
@@ -67,18 +65,19 @@ def iter_topic(
                 deadline = time.monotonic() + timeout_s
                 err = msg.error()
                 if err is not None:
-                    if err.code() == err._PARTITION_EOF:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         break
                     raise KafkaException(err)
                 _ts_type, ts = msg.timestamp()
+                offset = int(msg.offset() or 0)
                 yield CapturedRecord(
-                    partition=msg.partition(),
-                    offset=msg.offset(),
+                    partition=p,
+                    offset=offset,
                     timestamp_ms=int(ts),
                     key=msg.key() or b"",
                     value=msg.value(),
                 )
-                if msg.offset() + 1 >= high:
+                if offset + 1 >= high:
                     break
     finally:
         consumer.close()

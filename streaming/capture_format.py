@@ -75,7 +75,7 @@ def _is_parquet(path: Path) -> bool:
 
 def _open_text(path: Path, mode: str, gz: bool | None = None) -> IO[str]:
     if path.name.endswith(".gz") if gz is None else gz:
-        return gzip.open(path, mode + "t", encoding="utf-8")
+        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
     return open(path, mode, encoding="utf-8")
 
 

@@ -504,7 +504,7 @@ class Lab:
     def topic(self, base: str, partitions: int = 4, messages_per_partition: int = 5) -> str:
         """Create topic ``base-<run>`` (idempotent) and append messages to each partition."""
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         name = self.name(base)
         futures = self.admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)

@@ -41,7 +41,7 @@ def main() -> int:
     while True:
         msg = consumer.poll(0.2)
         if msg is not None and msg.error() is None:
-            positions[msg.partition()] = msg.offset() + 1
+            positions[int(msg.partition() or 0)] = int(msg.offset() or 0) + 1
             idle_since = time.monotonic()
             continue
         # Commit once the member owns partitions and has been idle (caught up) for a moment.

@@ -1,0 +1,235 @@
+"""The one settings model of the mirror: flags, environment and an optional file, validated at start.
+
+Precedence (highest first): command-line flags, environment variables ``CM_<NAME>`` (nested maps
+with ``__``, e.g. ``CM_KAFKA_OPTIONS__SECURITY_PROTOCOL=SASL_SSL`` -- or JSON:
+``CM_KAFKA_OPTIONS='{"security.protocol": "SASL_SSL"}'``), the settings file (``--config FILE``,
+YAML or JSON, or ``CM_CONFIG_FILE``), then the defaults below.  Field names are the names the Helm
+chart's values use; an invalid setting fails at start with its name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+#: Spark options that would change the mirror's semantics or break it; the source sets them itself.
+FORBIDDEN_KAFKA_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",  # use bootstrap_servers
+        "isolation.level",  # the mirror must read read_committed, like the coordinator materialises
+        "group.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    }
+)
+
+ExpirySemantics = Literal["4.x", "2.1-3.x", "<=2.0"]
+
+
+class SettingsError(ValueError):
+    """Invalid settings; ``str()`` names every offending setting."""
+
+
+class Settings(BaseSettings):
+    """Everything ``coordinator-mirror run`` can be told.  Defaults suit a local test cluster."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CM_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # -- source ---------------------------------------------------------------------------------
+    source: Literal["kafka", "capture"] = Field(
+        "kafka", description="read the live `__consumer_offsets` topic, or replay a capture file"
+    )
+    bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers (source=kafka)")
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka client options passed verbatim to Spark's Kafka source as kafka.<key> "
+        "(SASL/SSL: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+    )
+    capture_path: Path | None = Field(None, description="capture file to replay (source=capture)")
+    topic: str = Field("__consumer_offsets", description="the coordinator's topic (renaming it is unusual)")
+    max_offsets_per_trigger: int = Field(
+        2_000_000, gt=0, description="records per micro-batch at most (initial backfill pacing)"
+    )
+    trigger_interval_s: float = Field(5.0, gt=0, description="micro-batch trigger interval, seconds")
+
+    # -- state and semantics --------------------------------------------------------------------
+    checkpoint_location: str = Field(
+        "var/checkpoint", description="local path or any Hadoop filesystem URI (s3a://, gs://, abfs://)"
+    )
+    shuffle_partitions: int = Field(
+        4,
+        gt=0,
+        description="state partitions; FROZEN into the checkpoint at the first run -- choose ~2-4x the "
+        "executor cores",
+    )
+    offsets_retention_minutes: int = Field(
+        10080, gt=0, description="the cluster's offsets.retention.minutes (Kafka default 7 days)"
+    )
+    expiry_semantics: ExpirySemantics = Field(
+        "4.x", description="which Kafka generation's expiry rules the cluster runs: 4.x, 2.1-3.x, <=2.0"
+    )
+
+    # -- outputs --------------------------------------------------------------------------------
+    events_topic: str | None = Field(
+        None, description="Kafka topic for JSON change events (keyed by group id)"
+    )
+    events_path: Path | None = Field(None, description="directory for JSON-lines change events")
+    offsets_topic: str | None = Field(
+        None, description="compacted Kafka topic of committed offsets for lag monitoring"
+    )
+    output_bootstrap_servers: str | None = Field(
+        None, description="cluster for events_topic/offsets_topic (default: bootstrap_servers)"
+    )
+    output_kafka_options: dict[str, str] = Field(
+        default_factory=dict, description="producer options for the output topics (default: kafka_options)"
+    )
+
+    # -- serving --------------------------------------------------------------------------------
+    http_host: str = Field("127.0.0.1", description="HTTP API / metrics bind address")
+    http_port: int = Field(8080, ge=0, le=65535, description="HTTP API / metrics port (0 = any free port)")
+    cluster_name: str = Field("default", min_length=1, description="cluster_name label on every metric")
+    metrics_per_partition: bool = Field(True, description="export per-partition committed-offset series")
+    metrics_group_regex: str | None = Field(
+        None, description="only groups matching this regex get per-partition series"
+    )
+
+    # -- Spark ----------------------------------------------------------------------------------
+    spark_master: str = Field("local[2]", description="Spark master URL")
+    spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+    spark_jars: list[str] | None = Field(
+        None, description="connector jars (default: the ones `make jars` resolved for this pyspark)"
+    )
+    spark_packages: str | None = Field(
+        None, description="spark.jars.packages coordinates instead of local jars (needs Ivy + network)"
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+
+    # -- validation -----------------------------------------------------------------------------
+    @field_validator("kafka_options", "output_kafka_options", mode="before")
+    @classmethod
+    def _options(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict):
+            # CM_KAFKA_OPTIONS__SECURITY_PROTOCOL arrives as "security_protocol"; Kafka option names
+            # are dotted and never contain "_", so the mapping back is unambiguous.
+            value = {k.removeprefix("kafka.").replace("_", ".").lower(): str(v) for k, v in value.items()}
+            bad = sorted(set(value) & FORBIDDEN_KAFKA_OPTIONS)
+            if bad:
+                raise ValueError(f"options the mirror sets itself cannot be overridden: {bad}")
+        return value
+
+    @field_validator("metrics_group_regex")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)
+        return value
+
+    @model_validator(mode="after")
+    def _source(self) -> Settings:
+        if self.source == "kafka" and not self.bootstrap_servers:
+            raise ValueError("bootstrap_servers: required when source=kafka")
+        if self.source == "capture":
+            if self.capture_path is None:
+                raise ValueError("capture_path: required when source=capture")
+            if not self.capture_path.exists():
+                raise ValueError(f"capture_path: {self.capture_path} does not exist")
+        if (self.events_topic or self.offsets_topic) and not (
+            self.output_bootstrap_servers or self.bootstrap_servers
+        ):
+            raise ValueError(
+                "output_bootstrap_servers: events_topic/offsets_topic need it (or bootstrap_servers)"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+    # -- derived --------------------------------------------------------------------------------
+    @property
+    def retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
+
+    @property
+    def trigger_interval_ms(self) -> int:
+        return int(self.trigger_interval_s * 1000)
+
+    def output_bootstrap(self) -> str | None:
+        return self.output_bootstrap_servers or self.bootstrap_servers
+
+    def output_options(self) -> dict[str, str]:
+        return dict(self.output_kafka_options or self.kafka_options)
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as logged at start: secrets in client options hidden."""
+        data = self.model_dump(mode="json")
+        for key in ("kafka_options", "output_kafka_options"):
+            data[key] = {k: ("***" if _secret(k) else v) for k, v in data[key].items()}
+        return data
+
+
+def _secret(option: str) -> bool:
+    return any(word in option for word in ("password", "jaas", "secret", "token", "key"))
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The optional settings file named by ``CM_CONFIG_FILE`` (set by ``--config``)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("CM_CONFIG_FILE")
+        if not path:
+            return {}
+        text = Path(path).read_text()
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+        if not isinstance(data, dict):
+            raise SettingsError(f"{path}: expected a mapping of setting names to values")
+        return data
+
+
+def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
+    """Build the settings; raise :class:`SettingsError` naming every invalid setting."""
+    if config_file:
+        if not Path(config_file).is_file():
+            raise SettingsError(f"config: file {config_file} not found")
+        os.environ["CM_CONFIG_FILE"] = config_file
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            name = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{name}: {msg}" if name else msg)
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
