@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     offsets_retention_minutes: int = Field(
         10080, gt=0, description="the cluster's offsets.retention.minutes (Kafka default 7 days)"
     )
+    offsets_retention_check_interval_ms: int = Field(
+        600_000,
+        gt=0,
+        description="the cluster's offsets.retention.check.interval.ms: how late the broker's expiry "
+        "tombstones may come after the mirror's deadline before it counts a disagreement",
+    )
     expiry_semantics: ExpirySemantics = Field(
         "4.x", description="which Kafka generation's expiry rules the cluster runs: 4.x, 2.1-3.x, <=2.0"
     )
@@ -173,6 +179,11 @@ class Settings(BaseSettings):
     @property
     def retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
+
+    @property
+    def confirm_grace_ms(self) -> int:
+        """The broker sweeps every check interval; allow that plus a minute of appends and skew."""
+        return self.offsets_retention_check_interval_ms + 60_000
 
     @property
     def trigger_interval_ms(self) -> int:

@@ -1,0 +1,173 @@
+"""The applyInPandasWithState adapter: one call per group and trigger, around `state.batch.step`.
+
+State row: ``(codec_version int, blob binary)`` -- the versioned bytes of `state.codec`, because
+applyInPandasWithState state schemas can neither evolve nor (PySpark 4.x) hold arrays or maps
+(spark-notes §0.2/0.3).  The timeout is the group's next expiry deadline
+(``GroupStateTimeout.ProcessingTimeTimeout``), so an idle group's offsets leave the mirror on time
+even when no record arrives for it; a group the log (or the expiry rules) deleted is removed from
+the state store.
+
+Output rows (``OUTPUT_DDL``), at most one pandas DataFrame per group and call:
+
+=========  ====================================================================================
+kind       meaning
+=========  ====================================================================================
+snapshot   ``body`` = the group's full snapshot JSON, ``summary`` = its ``GET /groups`` row
+deleted    the group is gone (``body`` = last summary)
+event      ``body`` = one change event (JSON, `state.events`), ``key`` = event id
+offset     committed-offsets feed: ``key`` = {"group","topic","partition"} JSON, ``body`` = the
+           offset JSON or null (deleted / expired -> tombstone)
+error      ``body`` = an undecodable or unknown record with its partition/offset
+=========  ====================================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import pandas as pd
+
+STATE_DDL: Final = "codec_version int, blob binary"
+OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string"
+OUTPUT_COLUMNS: Final = ("group_id", "kind", "key", "body", "summary")
+
+_ERROR_FIELDS: Final = (
+    "status",
+    "record_type",
+    "value_version",
+    "error_part",
+    "error_field",
+    "error_position",
+    "error_reason",
+    "source_partition",
+    "source_offset",
+    "source_timestamp_ms",
+)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _error_rows(group_id: str | None, df: pd.DataFrame) -> list[tuple[Any, ...]]:
+    bad = df[df["status"] != "ok"]
+    rows = []
+    for rec in bad[[c for c in _ERROR_FIELDS if c in bad.columns]].to_dict("records"):
+        clean = {k: (None if pd.isna(v) else (int(v) if hasattr(v, "item") else v)) for k, v in rec.items()}
+        clean["group_id"] = group_id
+        rows.append((group_id, "error", None, _dumps(clean), None))
+    return rows
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> str:
+    """Key of the committed-offsets feed: unambiguous for any group/topic name, human-readable."""
+    return _dumps({"group": group_id, "topic": topic, "partition": partition})
+
+
+def offset_value(
+    group_id: str, topic: str, partition: int, entry: tuple[Any, ...], deadline: int | None
+) -> str:
+    return _dumps(
+        {
+            "group": group_id,
+            "topic": topic,
+            "partition": partition,
+            "offset": entry[0],
+            "leader_epoch": entry[1],
+            "metadata": entry[2] or "",
+            "commit_timestamp_ms": entry[3],
+            "expire_timestamp_ms": entry[4],
+            "topic_id": entry[5],
+            "expires_at_ms": deadline,
+        }
+    )
+
+
+def make_group_function(
+    retention_ms: int, semantics: str, confirm_grace_ms: int
+) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
+    """The function handed to ``applyInPandasWithState`` (a closure over picklable settings)."""
+
+    def fold_group(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], gstate: Any
+    ) -> Iterator[pd.DataFrame]:
+        # Imports inside: this runs in Spark's Python workers.
+        from state import codec
+        from state.batch import step
+        from state.expiry import all_deadlines
+        from state.settings import Settings
+        from state.snapshot import snapshot, summary
+
+        settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
+        group_id = key[0]
+        now_ms = int(gstate.getCurrentProcessingTimeMs())
+        parts = [f for f in frames if len(f)]
+        df = None
+        if parts:
+            df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            # Spark does not keep log order inside a group (spark-notes §2.4): restore it.
+            df = df.sort_values(["source_partition", "source_offset"], kind="stable", ignore_index=True)
+        rows: list[tuple[Any, ...]] = []
+        if df is not None and (df["status"] != "ok").any():
+            rows.extend(_error_rows(group_id, df))
+        if group_id is None:  # records whose key did not even yield a group id: errors only
+            if rows:
+                yield pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+            return
+
+        group = codec.decode(gstate.get[1]) if gstate.exists else None
+        before_offsets = dict(group.offsets) if group is not None else {}
+        before_deadlines = all_deadlines(group, settings) if group is not None else {}
+        before_summary = summary(group, settings) if group is not None else None
+
+        group, events, deadline = step(group, df, now_ms, group_id=group_id, settings=settings)
+
+        for ev in events:
+            body = ev.to_json()
+            event_id = (
+                f"{group_id}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+            )
+            rows.append((group_id, "event", event_id, _dumps(body), None))
+
+        after_offsets = group.offsets if group is not None else {}
+        after_deadlines = all_deadlines(group, settings) if group is not None else {}
+        for tp, entry in after_offsets.items():
+            if before_offsets.get(tp) != entry or before_deadlines.get(tp) != after_deadlines.get(tp):
+                rows.append(
+                    (
+                        group_id,
+                        "offset",
+                        offset_key(group_id, *tp),
+                        offset_value(group_id, tp[0], tp[1], entry, after_deadlines.get(tp)),
+                        None,
+                    )
+                )
+        for tp in before_offsets.keys() - after_offsets.keys():
+            rows.append((group_id, "offset", offset_key(group_id, *tp), None, None))
+
+        if group is None:
+            if gstate.exists:
+                gstate.remove()
+            if before_summary is not None:
+                rows.append((group_id, "deleted", None, _dumps(before_summary), None))
+        else:
+            gstate.update((codec.blob_version(blob := codec.encode(group)), blob))
+            if deadline is not None:
+                # Fires at the first trigger after the deadline (timeout < batch timestamp).
+                gstate.setTimeoutDuration(max(1, deadline - now_ms))
+            if df is not None or events or gstate.hasTimedOut:
+                rows.append(
+                    (
+                        group_id,
+                        "snapshot",
+                        None,
+                        _dumps(snapshot(group, settings)),
+                        _dumps(summary(group, settings)),
+                    )
+                )
+        if rows:
+            yield pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+
+    return fold_group

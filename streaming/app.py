@@ -1,0 +1,323 @@
+"""The mirror as a running application: Spark session, the streaming query, the driver store, HTTP.
+
+Lifecycle (Burrow's: configure validates and opens nothing; start returns promptly; stop is
+idempotent)::
+
+    mirror = Mirror(settings)      # nothing started
+    mirror.start()                 # session, end offsets, state recovery, query, HTTP
+    mirror.wait_ready(timeout)     # caught up with the end of __consumer_offsets seen at start
+    mirror.stop()                  # query.stop() (the running batch completes or is re-run), HTTP
+
+The query::
+
+    __consumer_offsets (Kafka source, read_committed)  |  capture file (file source)
+      -> mapInArrow(decode + collapse commits)          streaming.prepare   [observed: decode counts]
+      -> groupBy(group_id).applyInPandasWithState      streaming.adapter   [state: codec bytes,
+                                                                             ProcessingTimeTimeout]
+      -> foreachBatch                                   streaming.sinks     [store, events, offsets]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from streaming.settings import Settings
+from streaming.store import SnapshotStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("coordinator_mirror")
+
+QUERY_NAME = "coordinator_mirror"
+#: observed per batch (``DataFrame.observe``): records by type, errors, unknown types
+MAX_RECORD_TYPE = 23
+
+
+def observed_columns() -> list[Any]:
+    """Aggregates observed on the prepared rows.  A collapsed commit row stands for
+    ``n_commits + n_tombstones`` records, so every count is of records read, not rows kept."""
+    from pyspark.sql import functions as F
+
+    is_offset = F.col("record_type").isin(0, 1) & (F.col("status") == "ok")
+    weight = F.when(is_offset, F.col("n_commits") + F.col("n_tombstones")).otherwise(F.lit(1))
+    cols = [F.sum(weight).alias("records"), F.count(F.lit(1)).alias("rows")]
+    cols.append(F.sum(F.when(F.col("status") == "error", 1).otherwise(0)).alias("errors"))
+    cols.append(F.sum(F.when(F.col("status") == "unknown", 1).otherwise(0)).alias("unknown"))
+    cols.append(F.sum(F.when(is_offset, F.col("n_commits")).otherwise(0)).alias("commits"))
+    cols.append(F.sum(F.when(is_offset, F.col("n_tombstones")).otherwise(0)).alias("offset_tombstones"))
+    for k in range(MAX_RECORD_TYPE + 1):
+        cols.append(F.sum(F.when(F.col("record_type") == k, weight).otherwise(0)).alias(f"type_{k}"))
+    for k, versions in ((1, range(5)), (2, range(5))):
+        for v in versions:
+            match = (F.col("record_type") == k) & (F.col("value_version") == v)
+            cols.append(F.sum(F.when(match, weight).otherwise(0)).alias(f"type_{k}_v{v}"))
+    return cols
+
+
+class Mirror:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        spark: SparkSession | None = None,
+        store: SnapshotStore | None = None,
+        serve_http: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.store = store or SnapshotStore()
+        self.serve_http = serve_http
+        self.query: StreamingQuery | None = None
+        self.http: Any = None
+        self.recovered_groups = 0
+        self.observed: dict[str, int] = {}
+        self.progress_history: list[dict[str, Any]] = []
+        self._listener: Any = None
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- start -----------------------------------------------------------------------------------
+    def start(self) -> Mirror:
+        from streaming.spark_session import build_session
+
+        s = self.settings
+        if self.spark is None:
+            conf = {
+                "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
+                "spark.ui.enabled": "false",
+                **s.spark_conf,
+            }
+            self.spark = build_session(
+                master=s.spark_master, jars=s.spark_jars, packages=s.spark_packages, conf=conf
+            )
+        else:
+            self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
+        self._init_readiness()
+        self._ensure_output_topics()
+        self.recovered_groups = self._recover_store()
+        self._install_listener()
+        self.query = self._start_query()
+        if self.serve_http:
+            from streaming.api import MirrorHTTPServer
+
+            self.http = MirrorHTTPServer(
+                (s.http_host, s.http_port), self.store, metrics=self.metrics_exposition, health=self.health
+            ).start()
+            log.info("HTTP API at %s", self.http.url)
+        return self
+
+    def _init_readiness(self) -> None:
+        s = self.settings
+        r = self.store.readiness
+        if s.source != "kafka":
+            return
+        from streaming.jvm_kafka import partition_offsets
+
+        assert self.spark is not None and s.bootstrap_servers
+        starts, ends = partition_offsets(self.spark, s.bootstrap_servers, s.kafka_options, s.topic)
+        r.starts, r.targets, r.latest = dict(starts), dict(ends), dict(ends)
+        log.info(
+            "%s: %d partitions, %d records (log positions) to catch up with",
+            s.topic,
+            len(ends),
+            sum(ends[p] - starts.get(p, 0) for p in ends),
+        )
+        if all(ends[p] <= starts.get(p, 0) for p in ends):
+            r.mark_ready()
+
+    def _ensure_output_topics(self) -> None:
+        s = self.settings
+        if not (s.events_topic or s.offsets_topic):
+            return
+        from streaming.jvm_kafka import ensure_topic
+
+        bootstrap = s.output_bootstrap()
+        assert self.spark is not None and bootstrap
+        for topic, compacted in ((s.events_topic, False), (s.offsets_topic, True)):
+            if topic and ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted):
+                log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
+
+    def _recover_store(self) -> int:
+        """After a restart, rebuild the driver's snapshots from the checkpointed state store (on the
+        executors), so the API and metrics are complete before the first new batch."""
+        from streaming.recovery import recover_snapshots
+
+        assert self.spark is not None
+        started = time.monotonic()
+        rows = recover_snapshots(self.spark, self.settings)
+        if rows is None:
+            return 0
+        n = self.store.load(rows)
+        log.info("recovered %d groups from the checkpoint in %.1fs", n, time.monotonic() - started)
+        return n
+
+    def _start_query(self) -> StreamingQuery:
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        from streaming.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
+        from streaming.prepare import decode_and_collapse, prepared_spark_ddl
+        from streaming.sinks import MirrorSink
+        from streaming.source import read_source
+
+        s = self.settings
+        assert self.spark is not None
+        raw = read_source(self.spark, s, sorted(self.store.readiness.targets) or None)
+        prepared: DataFrame = raw.mapInArrow(decode_and_collapse, prepared_spark_ddl())
+        prepared = prepared.observe("decode", *observed_columns())
+        fold = make_group_function(s.retention_ms, s.expiry_semantics, s.confirm_grace_ms)
+        out = prepared.groupBy("group_id").applyInPandasWithState(
+            fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
+        )
+        sink = MirrorSink(s, self.store, self.spark)
+        query = (
+            out.writeStream.queryName(QUERY_NAME)
+            .outputMode("update")
+            .option("checkpointLocation", s.checkpoint_location)
+            .trigger(processingTime=f"{s.trigger_interval_ms} milliseconds")
+            .foreachBatch(sink)
+            .start()
+        )
+        log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
+        return query
+
+    # -- progress ---------------------------------------------------------------------------------
+    def _install_listener(self) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        mirror = self
+
+        class _Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's API
+                try:
+                    mirror._on_progress(event.progress)
+                except Exception:  # a listener must never throw into Spark's bus
+                    log.exception("progress handling failed")
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's API
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's API
+                if mirror.query is not None and str(event.id) == str(mirror.query.id) and event.exception:
+                    mirror.store.failure = str(event.exception)
+
+        assert self.spark is not None
+        self._listener = _Listener()
+        self.spark.streams.addListener(self._listener)
+
+    def _on_progress(self, progress: Any) -> None:
+        if self.query is None or str(progress.id) != str(self.query.id):
+            return
+        src = progress.sources[0] if progress.sources else None
+        positions = _partition_offsets(src.endOffset if src else None, self.settings.topic)
+        latest = _partition_offsets(getattr(src, "latestOffset", None) if src else None, self.settings.topic)
+        r = self.store.readiness
+        if positions:
+            r.update(positions, latest)
+        elif (
+            self.settings.source == "capture"
+            and progress.numInputRows == 0
+            and self.store.last_batch.batch_id >= 0
+        ):
+            r.mark_ready()  # a replayed capture has been read completely
+        obs = progress.observedMetrics.get("decode") if progress.observedMetrics else None
+        if obs is not None:
+            with self._lock:
+                for key, value in obs.asDict().items():
+                    if value:
+                        self.observed[key] = self.observed.get(key, 0) + int(value)
+        self.store.last_batch.input_rows = int(progress.numInputRows)
+        entry = {
+            "batch_id": progress.batchId,
+            "input_rows": int(progress.numInputRows),
+            "duration_ms": dict(progress.durationMs),
+            "timestamp": progress.timestamp,
+            "state_rows": [int(op.numRowsTotal) for op in progress.stateOperators],
+            "state_bytes": [int(op.memoryUsedBytes) for op in progress.stateOperators],
+        }
+        with self._lock:
+            self.progress_history.append(entry)
+            del self.progress_history[:-100]
+
+    # -- status -----------------------------------------------------------------------------------
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        q = self.query
+        if self.store.failure:
+            return False, {"error": self.store.failure}
+        if q is None:
+            return False, {"error": "query not started"}
+        if not q.isActive:
+            exc = q.exception()
+            return False, {"error": str(exc) if exc else "query stopped"}
+        return True, {"query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
+
+    def metrics_exposition(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from streaming.metrics import registry_for
+
+        return generate_latest(registry_for(self)), CONTENT_TYPE_LATEST
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.store.readiness.ready:
+                return True
+            ok, detail = self.health()
+            if not ok and self.query is not None:
+                raise RuntimeError(f"mirror query failed while catching up: {detail}")
+            time.sleep(0.2)
+        return self.store.readiness.ready
+
+    def wait_batches(self, n: int, timeout_s: float) -> None:
+        """Wait until ``n`` more micro-batches completed (each sees all data available at its start)."""
+        target = self.store.last_batch.batch_id + n
+        deadline = time.monotonic() + timeout_s
+        while self.store.last_batch.batch_id < target:
+            ok, detail = self.health()
+            if not ok:
+                raise RuntimeError(f"mirror query failed: {detail}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no batch {target} within {timeout_s}s (at {self.store.last_batch.batch_id})"
+                )
+            time.sleep(0.1)
+
+    # -- stop -------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception:  # stopping is best effort; the checkpoint keeps what completed
+                log.exception("stopping the query failed")
+        if self._listener is not None and self.spark is not None:
+            try:
+                self.spark.streams.removeListener(self._listener)
+            except Exception:
+                log.debug("listener removal failed", exc_info=True)
+        if self.http is not None:
+            self.http.stop()
+
+
+def _partition_offsets(raw: Any, topic: str) -> dict[int, int]:
+    """Spark's KafkaSourceOffset JSON ``{"topic": {"0": 12, ...}}`` -> {partition: offset}."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(data, dict) or topic not in data:
+        return {}
+    return {int(p): int(o) for p, o in data[topic].items()}

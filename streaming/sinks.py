@@ -1,0 +1,147 @@
+"""The query's ``foreachBatch`` sink: the driver's snapshot store, change events, the offsets feed.
+
+Per micro-batch (idempotent per batch id; a batch replayed after a crash has the same id and the
+same rows):
+
+* snapshot store -- last write wins, so a replay rewrites the same values;
+* change events to JSON-lines files -- one file per batch id (``events-<batch>.jsonl``), written
+  atomically, so a replay overwrites it;
+* change events / committed offsets to Kafka topics -- written with Spark's Kafka sink (the same
+  ``kafka.*`` client options as the source), then a per-sink marker file under the checkpoint
+  records the batch id; a batch at or below the marker is not written again.  A crash between the
+  write and the marker re-sends that batch once: every event carries a deterministic ``event_id``
+  and the offsets feed is a compacted topic keyed by partition, so consumers see no difference.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streaming.settings import Settings
+from streaming.store import BatchStats, SnapshotStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("coordinator_mirror.sink")
+
+
+class BatchMarker:
+    """The last batch id a sink completed, in a small file under the checkpoint (any Hadoop FS)."""
+
+    def __init__(self, spark: SparkSession, checkpoint: str, name: str) -> None:
+        jvm = self._jvm = spark._jvm
+        conf = spark._jsc.hadoopConfiguration()
+        self._path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/sinks/{name}")
+        self._fs = self._path.getFileSystem(conf)
+
+    def last(self) -> int:
+        if not self._fs.exists(self._path):
+            return -1
+        stream = self._fs.open(self._path)
+        try:
+            text = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return int(json.loads(text)["batch_id"])
+        finally:
+            stream.close()
+
+    def set(self, batch_id: int) -> None:
+        out = self._fs.create(self._path, True)  # overwrite
+        try:
+            out.write(bytearray(json.dumps({"batch_id": batch_id}).encode()))
+        finally:
+            out.close()
+
+
+class MirrorSink:
+    def __init__(self, settings: Settings, store: SnapshotStore, spark: SparkSession) -> None:
+        self.settings = settings
+        self.store = store
+        self.spark = spark
+        self.markers: dict[str, BatchMarker] = {}
+        self.events_dir = Path(settings.events_path) if settings.events_path else None
+        if self.events_dir:
+            self.events_dir.mkdir(parents=True, exist_ok=True)
+        for name, topic in (
+            ("events_topic", settings.events_topic),
+            ("offsets_topic", settings.offsets_topic),
+        ):
+            if topic:
+                self.markers[name] = BatchMarker(spark, settings.checkpoint_location, name)
+        self.on_batch: list[Callable[[int, list[Any]], None]] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        df.persist()
+        try:
+            rows = df.collect()  # every partition: required by the stateful commit validation
+            self._apply(batch_id, rows)
+            self._write_topics(df, batch_id)
+        finally:
+            df.unpersist()
+        self.store.last_batch = BatchStats(
+            batch_id=batch_id,
+            output_rows=len(rows),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            finished_at_ms=int(time.time() * 1000),
+        )
+        for hook in self.on_batch:
+            hook(batch_id, rows)
+
+    def _apply(self, batch_id: int, rows: list[Any]) -> None:
+        snapshots: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+        events: list[str] = []
+        errors: list[dict[str, Any]] = []
+        for r in rows:
+            if r.kind == "snapshot":
+                snap = json.loads(r.body)
+                live = snap.get("exists", True)
+                snapshots.append(
+                    (r.group_id, snap if live else None, json.loads(r.summary) if live else None)
+                )
+            elif r.kind == "deleted":
+                snapshots.append((r.group_id, None, None))
+            elif r.kind == "event":
+                events.append(r.body)
+            elif r.kind == "error":
+                errors.append(json.loads(r.body))
+        self.store.apply(batch_id, snapshots)
+        if errors:
+            self.store.add_errors(errors)
+            self.store.count("undecodable_records", len(errors))
+            # one line per batch, never one per record
+            log.warning(
+                "batch %d: %d record(s) could not be decoded (GET /errors lists them)", batch_id, len(errors)
+            )
+        if self.events_dir is not None and events:
+            path = self.events_dir / f"events-{batch_id:012d}.jsonl"
+            tmp = path.with_name("." + path.name + ".tmp")
+            tmp.write_text("".join(e + "\n" for e in events))
+            tmp.replace(path)
+
+    def _write_topics(self, df: DataFrame, batch_id: int) -> None:
+        targets = (
+            ("events_topic", self.settings.events_topic, "event", "group_id"),
+            ("offsets_topic", self.settings.offsets_topic, "offset", "key"),
+        )
+        for name, topic, kind, key_column in targets:
+            if not topic:
+                continue
+            marker = self.markers[name]
+            if batch_id <= marker.last():
+                log.info("batch %d already written to %s; skipping", batch_id, topic)
+                continue
+            out = df.where(df.kind == kind).selectExpr(f"{key_column} AS key", "body AS value")
+            writer = out.write.format("kafka").option("topic", topic)
+            bootstrap = self.settings.output_bootstrap()
+            assert bootstrap is not None  # validated by Settings
+            writer = writer.option("kafka.bootstrap.servers", bootstrap)
+            for key, value in self.settings.output_options().items():
+                writer = writer.option(f"kafka.{key}", value)
+            writer.save()
+            marker.set(batch_id)

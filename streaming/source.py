@@ -1,0 +1,101 @@
+"""The mirror's input: `__consumer_offsets` from Kafka, or a capture file replayed as a stream.
+
+Both kinds produce the same columns -- ``key binary, value binary (null = tombstone), partition
+int, offset long, timestamp long (ms)`` -- so everything downstream is one code path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from streaming.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RAW_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
+
+
+def kafka_options(settings: Settings, partitions: list[int] | None = None) -> dict[str, str]:
+    """Options for Spark's Kafka source: our fixed semantics plus every ``kafka.*`` pass-through.
+
+    With ``partitions`` known, the source uses ``assign``: Spark's consumer-based offset reader
+    (the one that can list internal topics, see streaming.spark_session) *joins a consumer group*
+    on the driver when it subscribes -- a mirror would then write its own group into the topic it
+    mirrors.  ``assign`` reads without any group membership.
+    """
+    if not settings.bootstrap_servers:
+        raise ValueError("bootstrap_servers: required for the kafka source")
+    if partitions:
+        subscription = {"assign": json.dumps({settings.topic: sorted(partitions)})}
+    else:
+        subscription = {"subscribe": settings.topic}
+    options = {
+        "kafka.bootstrap.servers": settings.bootstrap_servers,
+        **subscription,
+        # A new checkpoint rebuilds state from the whole (compacted) topic; an existing checkpoint
+        # ignores this and resumes where it stopped.
+        "startingOffsets": "earliest",
+        # The coordinator materialises only committed transactional offset commits; so do we.
+        "kafka.isolation.level": "read_committed",
+        # Compaction gaps and transaction markers are not loss (Spark >= 2.4, SPARK-25005); a log
+        # start offset moving past unread data is, and must stop the mirror rather than silently
+        # diverge from the coordinator.
+        "failOnDataLoss": "true",
+        "maxOffsetsPerTrigger": str(settings.max_offsets_per_trigger),
+        "includeHeaders": "false",
+    }
+    for key, value in settings.kafka_options.items():
+        options[f"kafka.{key}"] = value
+    return options
+
+
+def read_kafka(spark: SparkSession, settings: Settings, partitions: list[int] | None = None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka_options(settings, partitions).items():
+        reader = reader.option(key, value)
+    return reader.load().select(
+        "key",
+        "value",
+        "partition",
+        "offset",
+        F.unix_millis(F.col("timestamp")).alias("timestamp"),
+    )
+
+
+def read_capture(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Stream a capture file (``.jsonl``, ``.jsonl.gz`` or ``.parquet``) as if it were the topic."""
+    from pyspark.sql import functions as F
+
+    path = settings.capture_path
+    if path is None:
+        raise ValueError("capture_path: required for the capture source")
+    path = path.resolve()
+    if path.suffix == ".parquet":
+        df = (
+            spark.readStream.schema("partition int, offset long, timestamp long, key binary, value binary")
+            .option("pathGlobFilter", path.name)
+            .parquet(str(path.parent))
+        )
+        return df.select(*RAW_COLUMNS)
+    df = (
+        spark.readStream.schema("partition int, offset long, timestamp long, key string, value string")
+        .option("pathGlobFilter", path.name)
+        .json(str(path.parent))
+    )
+    return df.where(F.col("key").isNotNull()).select(  # the header line has no key
+        F.unhex("key").alias("key"),
+        F.unhex("value").alias("value"),
+        "partition",
+        "offset",
+        "timestamp",
+    )
+
+
+def read_source(spark: SparkSession, settings: Settings, partitions: list[int] | None = None) -> DataFrame:
+    if settings.source == "capture":
+        return read_capture(spark, settings)
+    return read_kafka(spark, settings, partitions)

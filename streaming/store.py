@@ -1,0 +1,164 @@
+"""The driver's view of the mirror: the latest snapshot of every group, readiness, and recent errors.
+
+Written by the query's ``foreachBatch`` sink (one writer), read by the HTTP API and the metrics
+collector (many readers).  Snapshot application is idempotent per batch id: replaying a batch
+after a restart rewrites the same snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class BatchStats:
+    batch_id: int = -1
+    input_rows: int = 0
+    output_rows: int = 0
+    duration_ms: int = 0
+    finished_at_ms: int = 0
+
+
+@dataclass
+class Readiness:
+    """Whether the mirror has caught up with the end of `__consumer_offsets` seen at start.
+
+    ``targets`` are the end offsets (last stable offsets under read_committed) per partition when
+    the mirror started; ``positions`` the next offset the query will read per partition.  A
+    partition whose end is a transaction marker or a compacted gap still reaches its target,
+    because both sides count log positions, not records.
+    """
+
+    targets: dict[int, int] = field(default_factory=dict)
+    starts: dict[int, int] = field(default_factory=dict)
+    positions: dict[int, int] = field(default_factory=dict)
+    latest: dict[int, int] = field(default_factory=dict)
+    ready: bool = False
+    ready_at_ms: int | None = None
+    #: for sources without offsets (capture replay): ready once the input ran dry after data
+    drained: bool = False
+
+    def update(self, positions: Mapping[int, int], latest: Mapping[int, int] | None = None) -> None:
+        self.positions.update(positions)
+        if latest:
+            self.latest.update(latest)
+        if (
+            not self.ready
+            and self.targets
+            and all(self.positions.get(p, self.starts.get(p, 0)) >= end for p, end in self.targets.items())
+        ):
+            self.mark_ready()
+
+    def mark_ready(self) -> None:
+        if not self.ready:
+            self.ready = True
+            self.ready_at_ms = int(time.time() * 1000)
+
+    def behind(self) -> dict[int, int]:
+        """Records (log positions) between where the query is and the end, per partition."""
+        ends = self.latest or self.targets
+        return {p: max(0, end - self.positions.get(p, self.starts.get(p, 0))) for p, end in ends.items()}
+
+    def progress(self) -> float:
+        """Fraction of the start-time backlog consumed (1.0 when ready)."""
+        if self.ready:
+            return 1.0
+        total = sum(max(0, end - self.starts.get(p, 0)) for p, end in self.targets.items())
+        if total == 0:
+            return 0.0 if not self.targets else 1.0
+        done = sum(
+            max(0, min(self.positions.get(p, self.starts.get(p, 0)), end) - self.starts.get(p, 0))
+            for p, end in self.targets.items()
+        )
+        return done / total
+
+    def to_json(self) -> dict[str, Any]:
+        behind = self.behind()
+        return {
+            "ready": self.ready,
+            "ready_at_ms": self.ready_at_ms,
+            "progress": round(self.progress(), 4),
+            "records_behind": sum(behind.values()),
+            "partitions": {
+                str(p): {
+                    "position": self.positions.get(p, self.starts.get(p, 0)),
+                    "target": self.targets.get(p),
+                    "latest": self.latest.get(p),
+                    "behind": behind.get(p, 0),
+                }
+                for p in sorted(set(self.targets) | set(self.positions))
+            },
+        }
+
+
+class SnapshotStore:
+    """Thread-safe map group id -> latest snapshot (a JSON-able dict), plus mirror-wide status."""
+
+    def __init__(self, max_errors: int = 1000) -> None:
+        self._lock = threading.RLock()
+        self._groups: dict[str, dict[str, Any]] = {}
+        self._summaries: dict[str, dict[str, Any]] = {}
+        self.readiness = Readiness()
+        self.last_batch = BatchStats()
+        #: recent undecodable / unknown records with their partition and offset (newest last)
+        self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
+        self.counters: dict[str, int] = {}
+        self.failure: str | None = None
+        self.applied_batch_id = -1
+
+    # -- writes (the foreachBatch thread) ------------------------------------------------------
+    def apply(
+        self,
+        batch_id: int,
+        snapshots: Iterable[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+    ) -> None:
+        """``snapshots``: (group id, snapshot or None if the group was deleted, summary)."""
+        with self._lock:
+            for group_id, snapshot, summary in snapshots:
+                if snapshot is None:
+                    self._groups.pop(group_id, None)
+                    self._summaries.pop(group_id, None)
+                else:
+                    self._groups[group_id] = snapshot
+                    self._summaries[group_id] = summary if summary is not None else snapshot
+            self.applied_batch_id = max(self.applied_batch_id, batch_id)
+
+    def load(self, snapshots: Iterable[tuple[str, dict[str, Any], dict[str, Any]]]) -> int:
+        """Bulk-load snapshots recovered from the checkpointed state at start."""
+        n = 0
+        with self._lock:
+            for group_id, snapshot, summary in snapshots:
+                self._groups[group_id] = snapshot
+                self._summaries[group_id] = summary
+                n += 1
+        return n
+
+    def add_errors(self, errors: Iterable[dict[str, Any]]) -> None:
+        with self._lock:
+            self.errors.extend(errors)
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.counters[name] = self.counters.get(name, 0) + n
+
+    # -- reads (HTTP, metrics) -----------------------------------------------------------------
+    def group(self, group_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._groups.get(group_id)
+
+    def summaries(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [self._summaries[g] for g in sorted(self._summaries)]
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._groups.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._groups)
