@@ -44,7 +44,9 @@ T0 = 1_790_000_000_000
 TOPIC_IDS = [f"{i:02d}AAAAAAAAAAAAAAAAAAAA"[:22] for i in range(64)]
 
 
-def group_frames(n_groups: int, n_parts: int, commits: int, batch: int, flavour: str, rng: random.Random) -> list[pd.DataFrame]:
+def group_frames(
+    n_groups: int, *, n_parts: int, commits: int, batch: int, flavour: str, rng: random.Random
+) -> list[pd.DataFrame]:
     """One OUTPUT_SCHEMA-shaped frame per group for micro-batch number ``batch``."""
     frames = []
     rows = n_parts * commits
@@ -90,7 +92,13 @@ def group_frames(n_groups: int, n_parts: int, commits: int, batch: int, flavour:
                 df[name] = df[name].astype("Int32")
             for name in ("record_type", "value_version"):
                 df[name] = df[name].astype("Int16")
-            for name in ("committed_offset", "commit_timestamp_ms", "expire_timestamp_ms", "source_offset", "source_timestamp_ms"):
+            for name in (
+                "committed_offset",
+                "commit_timestamp_ms",
+                "expire_timestamp_ms",
+                "source_offset",
+                "source_timestamp_ms",
+            ):
                 df[name] = df[name].astype("Int64")
             df["error_position"] = df["error_position"].astype("Int32")
             df["source_partition"] = df["source_partition"].astype("Int32")
@@ -121,7 +129,9 @@ def main() -> int:
     rows_total = 0
     tracemalloc.start() if args.trace_memory else None
     for b in range(args.batches):
-        frames = group_frames(args.groups, args.partitions, args.commits, b, args.flavour, rng)
+        frames = group_frames(
+            args.groups, n_parts=args.partitions, commits=args.commits, batch=b, flavour=args.flavour, rng=rng
+        )
         rows = sum(len(f) for f in frames)
         prof = cProfile.Profile() if args.profile and b == args.batches - 1 else None
         if prof:
@@ -159,9 +169,12 @@ def main() -> int:
     print(f"fold:          {rows_total / fold_s:,.0f} offset-commit records/s")
     print(f"fold+encode:   {rows_total / (fold_s + encode_s):,.0f} records/s")
     print(f"decode:        {len(states) / dec_s:,.0f} groups/s ({dec_s / len(states) * 1e6:.1f} us/group)")
-    print(f"state bytes:   {total_bytes / len(states):,.0f} per group, {total_bytes / n_offsets:.1f} per committed offset")
-    print(f"peak memory:   {peak / 2**20:,.0f} MiB traced (state + one micro-batch of frames), "
-          f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+    per_group = total_bytes / len(states)
+    print(f"state bytes:   {per_group:,.0f} per group, {total_bytes / n_offsets:.1f} per committed offset")
+    print(
+        f"peak memory:   {peak / 2**20:,.0f} MiB traced (state + one micro-batch of frames), "
+        f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB"
+    )
     return 0
 
 

@@ -188,10 +188,10 @@ def _source(row: Sequence[Any]) -> Source:
 def _other_row(df: pd.DataFrame, i: int, src: Source) -> Any:
     """A typed record (or an UnknownRecord / DecodeError stand-in) for a non-commit row."""
     status = df["status"].iat[i]
-    rt_raw = df["record_type"].iat[i]
+    rt_raw: Any = df["record_type"].iat[i]
     rt = None if pd.isna(rt_raw) else int(rt_raw)
     if status == "ok":
-        payload = df["payload"].iat[i]
+        payload: Any = df["payload"].iat[i]
         rec = payload_to_record(payload)
         # the payload carries its own source; the frame's columns are authoritative
         return rec if rec.source == src else _with_source(rec, src)
@@ -199,7 +199,7 @@ def _other_row(df: pd.DataFrame, i: int, src: Source) -> Any:
         return UnknownRecord(src, rt if rt is not None else -1, b"", None)
     gid = df["group_id"].iat[i]
     key = _GroupIdKey(gid) if isinstance(gid, str) else None
-    pos = df["error_position"].iat[i]
+    pos: Any = df["error_position"].iat[i]
     return DecodeError(
         src,
         rt,
@@ -233,6 +233,7 @@ class _Frame:
     def __init__(
         self,
         df: pd.DataFrame,
+        *,
         cols: dict[str, Any],
         sp: list[int],
         so: list[int],
@@ -266,9 +267,15 @@ def _apply_commit_run(g: Group | None, f: _Frame, lo: int, hi: int, ctx: FoldCon
         if g.kind is None:
             create_simple(g, (sp[lo], so[lo], st[lo]), ctx)
         # The hot path: no Python loop -- dict.update over zipped columns runs in C.
-        g.offsets.update(zip(zip(topics, parts), zip(offs, les, mds, cts, ets, tids, sp[lo:hi], so[lo:hi])))
+        g.offsets.update(
+            zip(
+                zip(topics, parts, strict=True),
+                zip(offs, les, mds, cts, ets, tids, sp[lo:hi], so[lo:hi], strict=True),
+                strict=True,
+            )
+        )
         if tids.count(None) != hi - lo:
-            g.topic_names.update({tid: t for tid, t in zip(tids, topics) if tid is not None})
+            g.topic_names.update({tid: t for tid, t in zip(tids, topics, strict=True) if tid is not None})
         n = hi - lo
         committed = sum(counts) if counts is not None else n
         ctx.commits += committed
@@ -298,6 +305,9 @@ def _apply_commit_run(g: Group | None, f: _Frame, lo: int, hi: int, ctx: FoldCon
             c = counts[i] if counts is not None else 1
             ctx.commits += c
             g.counters["commits"] += c
+        if g.kind is None and not g.offsets and not g.pending:
+            g = None  # as apply_record: nothing left for this id
+            continue
         g.counters["records"] += 1
         g.last_position = (src[0], src[1])
         g.last_change_ms = src[2]
@@ -339,9 +349,9 @@ def fold_frame(
         nc, nc_mask = _ints(cols, "n_commits")
         n_commits = np.where(nc_mask, 1, nc).tolist() if nc_mask is not None else nc.tolist()
     if is_commit[lo:].all():
-        g = _apply_commit_run(g, _Frame(df, cols, sp, so, st, n_commits), lo, n, ctx)
+        g = _apply_commit_run(g, _Frame(df, cols=cols, sp=sp, so=so, st=st, n_commits=n_commits), lo, n, ctx)
         return finish(g, ctx)
-    frame = _Frame(df, cols, sp, so, st, n_commits)
+    frame = _Frame(df, cols=cols, sp=sp, so=so, st=st, n_commits=n_commits)
     i = lo
     while i < n:
         if is_commit[i]:

@@ -57,10 +57,11 @@ def _member_out(m: Member) -> list[Any]:
     for name in _MEMBER_SLOTS:
         v = getattr(m, name)
         if name in _ASSIGNMENT_SLOTS:
-            v = _assignment_out(v)
+            out.append(_assignment_out(v))
         elif isinstance(v, tuple):
-            v = list(v)
-        out.append(v)
+            out.append(list(v))
+        else:
+            out.append(v)
     return out
 
 
@@ -68,10 +69,11 @@ def _member_in(row: list[Any]) -> Member:
     m = Member.__new__(Member)
     for name, v in zip(_MEMBER_SLOTS, row, strict=True):
         if name in _ASSIGNMENT_SLOTS:
-            v = _assignment_in(v)
+            setattr(m, name, _assignment_in(v))
         elif name in ("subscribed_topics", "protocols") and v is not None:
-            v = tuple(v)
-        setattr(m, name, v)
+            setattr(m, name, tuple(v))
+        else:
+            setattr(m, name, v)
     return m
 
 
@@ -108,7 +110,7 @@ def _offsets_in(blob: list[Any]) -> dict[TopicPartition, OffsetEntry]:
             p, off, le, md, dct, et, dso = flat[i : i + 7]
             out[(t, p)] = (off, le, md, dct + base_ts, et, tid, sp, so_ref - dso)
     for t, p, *e in irregular:
-        out[(t, p)] = tuple(e)  # type: ignore[assignment]
+        out[(t, p)] = tuple(e)
     return out
 
 
@@ -145,7 +147,8 @@ def _encode_v1(g: Group) -> bytes:
         g.errors,
         None if g.last_position is None else list(g.last_position),
     ]
-    return b"\x01" + msgpack.packb(row, use_bin_type=True)
+    packed: bytes = msgpack.packb(row, use_bin_type=True)
+    return b"\x01" + packed
 
 
 def _decode_v1(payload: bytes) -> Group:

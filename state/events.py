@@ -213,5 +213,7 @@ def tp_str(topic: str, partition: int) -> str:
 def event_from_json(obj: dict[str, Any]) -> Event:
     """The inverse of `Event.to_json` (for consumers of the event stream and for tests)."""
     cls = EVENT_TYPES[obj["type"]]
-    kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in obj.items() if k != "type"}
+    kwargs: dict[str, Any] = {
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in obj.items() if k != "type"
+    }
     return cls(**kwargs)

@@ -1007,6 +1007,8 @@ def apply_record(
         ctx.skipped.append(entry)
         out = g
     if out is not None:
+        if out.kind is None and not out.offsets and not out.pending:
+            return None  # nothing for this id (e.g. a tombstone of something never seen)
         out.counters["records"] += 1
         out.last_position = pos
         out.last_change_ms = src[2]

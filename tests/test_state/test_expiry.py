@@ -59,7 +59,7 @@ def classic_stable(log: Log) -> None:
 def classic_stable_unparsable(log: Log) -> None:
     from dataclasses import replace
 
-    from decoders.records import DecodeError, NO_SOURCE
+    from decoders.records import NO_SOURCE, DecodeError
 
     bad = replace(
         cm("a"),

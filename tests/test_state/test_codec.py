@@ -1,0 +1,112 @@
+"""The state codec: round trips, the frozen v0 blob's migration, version errors, size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from state.codec import CURRENT_VERSION, StateCodecError, blob_version, decode, encode
+from state.expiry import expire
+from state.model import COUNTERS, Group
+from state.replay import fold
+
+from .builders import DAY, Log, cm, tip
+
+V0_BLOB = Path(__file__).with_name("state_v0.bin")  # written by the first format; never regenerate
+
+
+def _rich_group() -> Group:
+    log = Log(partition=7, start_offset=1_000_000)
+    log.classic("g", 1, [cm("a", ["t"], {"t": [0, 1]}, instance_id="ia"), cm("b", ["t"], {"t": [2]})])
+    for p in range(3):
+        log.commit("g", "t", p, 100 + p, leader_epoch=3, metadata="m" if p else None, topic_id="TID")
+    log.commit("g", "u", 0, 5, expire_ts=log.now_ms + DAY)
+    log.unknown()
+    return fold(None, log.records, group_id="g").group  # type: ignore[return-value]
+
+
+def test_round_trip_classic_and_pending() -> None:
+    g = _rich_group()
+    blob = encode(g)
+    assert blob_version(blob) == CURRENT_VERSION
+    assert decode(blob) == g
+    g2, _ = expire(g.copy(), 10**15)  # everything expired and pending confirmation
+    assert g2 is not None and g2.pending
+    assert decode(encode(g2)) == g2
+
+
+def test_round_trip_modern_kinds() -> None:
+    log = Log()
+    log.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)]), "m2": (["t"], [tip("T", 1)])})
+    log.k848_member("k", "m3", ["t"], protocols=["range"], regex="t.*", instance_id="x")
+    log.k848_regex("k", "t.*", ["t1"])
+    log.commit("k", "t", 0, 1, topic_id="T")
+    log.commit("k", "t", 1, 1)  # an irregular entry: no topic id where its topic has one
+    log.streams_member("s", "m")
+    log.streams_topology("s", 0, ["in"])
+    log.streams_current("s", "m", 1, [0, 1])
+    log.share_member("sh", "m")
+    log.share_state("sh", {"SID": "share-t"})
+    for gid in ("k", "s", "sh"):
+        g = fold(None, [r for r in log.records if r.key.group_id == gid]).group
+        assert g is not None
+        assert decode(encode(g)) == g
+
+
+def test_frozen_v0_blob_migrates() -> None:
+    blob = V0_BLOB.read_bytes()
+    assert blob_version(blob) == 0
+    g = decode(blob)
+    assert (g.group_id, g.kind, g.state, g.generation, g.protocol, g.leader) == (
+        "payments-etl.prod-eu-west-1",
+        "classic",
+        "Stable",
+        7,
+        "cooperative-sticky",
+        "consumer-1-6b3c",
+    )
+    assert g.last_protocol == "cooperative-sticky" and g.last_leader == "consumer-1-6b3c"
+    assert sorted(g.members) == ["consumer-1-6b3c", "pod-b-91aa"]
+    assert g.members["pod-b-91aa"].instance_id == "pod-b"
+    assert g.members["pod-b-91aa"].assignment == (("payments.events", (3, 4, 5)),)
+    assert g.offsets[("payments.events", 1)] == (1300, 5, "checkpoint-1", 1790000300000, None, None, 12, 9002)
+    assert g.offsets[("payments.audit", 0)][4] == 1790090000000
+    assert g.last_position == (12, 9002)
+    # counters: v0's kept, unknown ones dropped, new ones defaulted
+    assert g.counters["rebalances"] == 7 and g.counters["expiries_confirmed"] == 0
+    assert set(g.counters) == set(COUNTERS)
+    # and it lives on in the current version
+    assert blob_version(encode(g)) == CURRENT_VERSION
+    assert decode(encode(g)) == g
+    # replay continues from the migrated position (idempotent before, applied after)
+    log = Log(partition=12, start_offset=9002)
+    log.commit("payments-etl.prod-eu-west-1", "payments.events", 0, 9)  # @9002: already applied
+    log.commit("payments-etl.prod-eu-west-1", "payments.events", 0, 1500)  # @9003
+    g = fold(g, log.records).group
+    assert g is not None and g.offsets[("payments.events", 0)][0] == 1500 and g.counters["commits"] == 101
+
+
+@pytest.mark.parametrize(
+    ("blob", "match"),
+    [
+        (b"", "empty"),
+        (b"\x09abc", "newer"),
+        (b"\x01\xc1", "does not decode"),
+        (b"\x01\x93\x01\x02\x03", "does not decode"),
+        (b"\x00{not json", "does not decode"),
+    ],
+)
+def test_bad_blobs_raise_the_codec_error(blob: bytes, match: str) -> None:
+    with pytest.raises(StateCodecError, match=match):
+        decode(blob)
+
+
+def test_size_per_offset_is_compact() -> None:
+    log = Log(partition=3, start_offset=10**9)
+    for p in range(50):
+        log.commit("g", f"topic-{p % 5}", p, 10**9 + p, topic_id=f"ID{p % 5:020d}")
+    g = fold(None, log.records).group
+    assert g is not None
+    blob = encode(g)
+    assert len(blob) / 50 < 20, len(blob)  # ~16 bytes per committed offset
