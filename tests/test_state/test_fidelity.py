@@ -189,8 +189,8 @@ def test_batch_path_equals_per_record_path_on_real_bytes(
     decoded = decode_pandas(raw)
     assert set(decoded["status"]) == {"ok"}
     seen = set()
-    for gid, rows in decoded.groupby("group_id", sort=False):
-        rows = rows.sort_values(["source_partition", "source_offset"]).reset_index(drop=True)
+    for gid, group_rows in decoded.groupby("group_id", sort=False):
+        rows = group_rows.sort_values(["source_partition", "source_offset"]).reset_index(drop=True)
         got = fold_frame(None, rows)
         want = folded[str(gid)]
         assert got.group == want.group, gid
