@@ -67,8 +67,9 @@ $(JARS_DIR)/spark-kafka-%/.complete: jvm/spark/pom.xml
 	    -DoutputDirectory=$(abspath $(JARS_DIR))/spark-kafka-$*
 	@touch $@
 
-# GroupProbe: our Java helper that reads group state back through Kafka's own AdminClient.
-$(JARS_DIR)/tools-%/.complete: jvm/tools/src/GroupProbe.java $(JARS_DIR)/kafka-%/.complete
+# Our Java helpers (jvm/tools/src): GroupProbe reads group state back through Kafka's own
+# AdminClient; FormatterOracle runs Kafka's own formatters/serde over captured records.
+$(JARS_DIR)/tools-%/.complete: $(wildcard jvm/tools/src/*.java) $(JARS_DIR)/kafka-%/.complete
 	@rm -rf $(JARS_DIR)/tools-$*
 	javac -d $(JARS_DIR)/tools-$* -cp '$(JARS_DIR)/kafka-$*/*' jvm/tools/src/*.java
 	@touch $@
@@ -88,6 +89,10 @@ demo: setup ## run the mirror on an embedded local Kafka with demo consumer grou
 .PHONY: test
 test: setup ## run every test: unit, real broker, real Spark, Prometheus
 	CI=$${CI:-} $(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: vectors
+vectors: venv jars ## regenerate tests/vectors/kafka-*.json from real 4.x and 3.x brokers, checked against Kafka's formatters
+	$(PY) tests/vectors/make_vectors.py
 
 .PHONY: check
 check: venv ## lint, format check, types, import layers and the fast tests
