@@ -285,18 +285,25 @@ def _conversion(f: Field, version: int, src: str, env: dict[str, Any], tmp: str)
             return src
         test = f"{tmp} == {f.none_if[0]!r}" if len(f.none_if) == 1 else f"{tmp} in {f.none_if!r}"
         return f"(None if ({tmp} := {src}) is None or {test} else {tmp})"
+    # A tagged array/struct at its wire default (Kafka's empty list / empty struct, i.e. the tag
+    # was not on the wire) is "not set" on the typed record, like a null: None.
+    none_test = f"({tmp} := {src}) is None"
+    if f.tag is not None:
+        default = f"_d{len(env)}"
+        env[default] = f.wire_default()
+        none_test += f" or {tmp} == {default}"
     if isinstance(t, ArrayOf):
         elem = t.element
         if isinstance(elem, Struct):
             name = f"_b{len(env)}"
             env[name] = typed_builder(elem, version)
-            return f"(None if ({tmp} := {src}) is None else tuple([{name}(x) for x in {tmp}]))"
+            return f"(None if {none_test} else tuple([{name}(x) for x in {tmp}]))"
         if elem is UUID:
-            return f"(None if ({tmp} := {src}) is None else tuple(map(_uuid, {tmp})))"
-        return f"(None if ({tmp} := {src}) is None else tuple({tmp}))"
+            return f"(None if {none_test} else tuple(map(_uuid, {tmp})))"
+        return f"(None if {none_test} else tuple({tmp}))"
     name = f"_b{len(env)}"
     env[name] = typed_builder(t, version)
-    return f"(None if ({tmp} := {src}) is None else {name}({tmp}))"
+    return f"(None if {none_test} else {name}({tmp}))"
 
 
 def typed_builder(struct: Struct, version: int) -> Builder:

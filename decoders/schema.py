@@ -207,9 +207,14 @@ class Field:
             if t is UUID:
                 return ZERO_UUID
             return 0
+        # Kafka's MessageDataGenerator defaults an array to an empty list and a struct to an empty
+        # instance -- also when the field is nullable -- unless the spec declares "default": "null"
+        # (verified against the generated 4.3.1 classes: ClassicMemberMetadata, AssignmentEpochs,
+        # LastAssignmentConfigs).  So a tagged nullable struct/array is written when it is null
+        # (a tag carrying the null marker) and omitted when empty; Kafka's JSON prints the null.
         if isinstance(t, ArrayOf):
-            return None if self.nullable is not NONE else []
-        return None  # structs: Kafka's tagged struct defaults are null
+            return []
+        return {f.name: f.wire_default() for f in t.fields}
 
 
 ZERO_UUID: Final = bytes(16)

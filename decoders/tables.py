@@ -235,7 +235,7 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE: Final = _struct(
     r.ConsumerGroupMemberMetadataValue,
     *_K5_COMMON,
     # Members using the classic protocol inside a consumer group (online migration, 3.8+).
-    F("ClassicMemberMetadata", CLASSIC_MEMBER_METADATA, nullable=True, tag=0, default=None),
+    F("ClassicMemberMetadata", CLASSIC_MEMBER_METADATA, nullable=True, tag=0),
 )
 EA_ASSIGNOR: Final = _struct(
     "Assignor",
@@ -289,7 +289,7 @@ K8_TOPIC_PARTITIONS: Final = _struct(
     r.TopicIdPartitions,
     F("TopicId", UUID),
     F("Partitions", ArrayOf(INT32)),
-    F("AssignmentEpochs", ArrayOf(INT32), nullable=True, tag=0, default=None),
+    F("AssignmentEpochs", ArrayOf(INT32), nullable=True, tag=0),
 )
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Final = _struct(
     "ConsumerGroupCurrentMemberAssignmentValue",
@@ -411,7 +411,7 @@ STREAMS_GROUP_METADATA_VALUE: Final = _struct(
     F("Epoch", INT32),
     F("MetadataHash", INT64),
     F("ValidatedTopologyEpoch", INT32, tag=0, default=-1, none_if=(-1,)),  # 4.2+
-    F("LastAssignmentConfigs", ArrayOf(KEY_VALUE), nullable=True, tag=1, default=None),  # 4.2+
+    F("LastAssignmentConfigs", ArrayOf(KEY_VALUE), nullable=True, tag=1),  # 4.2+
     F("StoredDescriptionTopologyEpoch", INT32, tag=2, default=-1, none_if=(-1,)),  # 4.4+
     F("FailedDescriptionTopologyEpoch", INT32, tag=3, default=-1, none_if=(-1,)),  # 4.4+
 )
@@ -456,7 +456,7 @@ K22_TASK_IDS: Final = _struct(
     r.TaskIds,
     F("SubtopologyId", STRING),
     F("Partitions", ArrayOf(INT32)),
-    F("AssignmentEpochs", ArrayOf(INT32), nullable=True, tag=0, default=None),
+    F("AssignmentEpochs", ArrayOf(INT32), nullable=True, tag=0),
 )
 STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Final = _struct(
     "StreamsGroupCurrentMemberAssignmentValue",

@@ -73,7 +73,8 @@ def _check_typed(struct: Struct, raw: dict[str, Any], obj: Any, version: int) ->
             assert got is None, f.name
             continue
         wire = raw[f.name]
-        if wire is None or wire in f.none_if or (f.type is UUID and wire == bytes(16)):
+        at_tag_default = f.tag is not None and not isinstance(f.type, Primitive) and wire == f.wire_default()
+        if wire is None or wire in f.none_if or (f.type is UUID and wire == bytes(16)) or at_tag_default:
             assert got is None, (f.name, wire, got)
         elif isinstance(f.type, ArrayOf):
             assert isinstance(got, tuple) and len(got) == len(wire)
