@@ -10,6 +10,9 @@ and, for consumer-group K=2 values, the subscription/assignment JSON that dump-l
 Used by ``tests/vectors/make_vectors.py`` (generation refuses to store a vector that disagrees)
 and by ``tests/test_decoders/test_real_broker.py``.  One JVM per call; ~1 s for hundreds of
 records.  Missing java / jars raise :class:`OracleUnavailableError` (tests turn that into a failure).
+
+As a command, ``.venv/bin/python -m tests.test_decoders.oracle CAPTURE [--jars 3.9.2]`` checks every
+record of a capture file and prints the disagreements (exit 1 if any).
 """
 
 from __future__ import annotations
@@ -264,3 +267,27 @@ def check_all(
         ours, status = record_json(k, v)
         problems += (check_3_9 if legacy_3_9 else check)(ours, status, ora)
     return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``.venv/bin/python -m tests.test_decoders.oracle CAPTURE [--jars 3.9.2]``: check every
+    record of a capture file (JSON lines or Parquet) against Kafka's own classes."""
+    import argparse
+
+    from streaming.capture_format import read_capture
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("capture")
+    ap.add_argument("--jars", default=None, help="Kafka version whose jars to run (default: newest)")
+    args = ap.parse_args(argv)
+    records = [(r.partition, r.offset, r.key, r.value) for r in read_capture(args.capture)]
+    legacy = bool(args.jars and args.jars.startswith("3."))
+    problems = check_all(records, run_oracle(records, kafka_jars_version=args.jars), legacy_3_9=legacy)
+    for p in problems:
+        print(p)
+    print(f"{len(records)} records, {len(problems)} disagreement(s) with Kafka")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,9 @@
 //
 //   java -cp 'jvm/lib/kafka-V/*:jvm/lib/tools-4.3.1' FormatterOracle < records.txt
 //
+// tests/test_decoders/oracle.py feeds it captures and compares its output with our decoders, e.g.
+//   .venv/bin/python -m tests.test_decoders.oracle CAPTURE.jsonl [--jars 3.9.2]
+//
 // Input, one record per line:   PARTITION OFFSET KEYHEX VALUEHEX     (VALUEHEX "-" = tombstone)
 // Output, one JSON object per input line, same order:
 //   {"partition":P,"offset":O,"type":K,
