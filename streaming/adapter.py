@@ -86,7 +86,7 @@ def offset_value(
 
 
 def make_group_function(
-    retention_ms: int, semantics: str, confirm_grace_ms: int
+    retention_ms: int, semantics: str, confirm_grace_ms: int, default_server_assignor: str = "uniform"
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to ``applyInPandasWithState`` (a closure over picklable settings)."""
 
@@ -99,6 +99,7 @@ def make_group_function(
         from state.expiry import all_deadlines
         from state.settings import Settings
         from state.snapshot import snapshot, summary
+        from streaming.enrich import with_assignor
 
         settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
         group_id = key[0]
@@ -158,12 +159,13 @@ def make_group_function(
                 # Fires at the first trigger after the deadline (timeout < batch timestamp).
                 gstate.setTimeoutDuration(max(1, deadline - now_ms))
             if df is not None or events or gstate.hasTimedOut:
+                snap = with_assignor(snapshot(group, settings), default_server_assignor)
                 rows.append(
                     (
                         group_id,
                         "snapshot",
                         None,
-                        _dumps(snapshot(group, settings)),
+                        _dumps(snap),
                         _dumps(summary(group, settings)),
                     )
                 )

@@ -81,6 +81,7 @@ class Mirror:
         self._listener: Any = None
         self._stopped = threading.Event()
         self._lock = threading.Lock()
+        self._owns_session = spark is None
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
@@ -170,7 +171,9 @@ class Mirror:
         raw = read_source(self.spark, s, sorted(self.store.readiness.targets) or None)
         prepared: DataFrame = raw.mapInArrow(decode_and_collapse, prepared_spark_ddl())
         prepared = prepared.observe("decode", *observed_columns())
-        fold = make_group_function(s.retention_ms, s.expiry_semantics, s.confirm_grace_ms)
+        fold = make_group_function(
+            s.retention_ms, s.expiry_semantics, s.confirm_grace_ms, s.default_server_assignor
+        )
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
@@ -292,12 +295,22 @@ class Mirror:
             time.sleep(0.1)
 
     # -- stop -------------------------------------------------------------------------------------
-    def stop(self) -> None:
+    def stop(self, drain_timeout_s: float = 60.0) -> None:
+        """Stop between two micro-batches when possible (a batch interrupted mid-way is simply
+        re-run from the checkpoint at the next start, but stopping between batches is quieter and
+        faster to resume), then stop HTTP and -- if this mirror created it -- the Spark session."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         if self.query is not None:
+            deadline = time.monotonic() + drain_timeout_s
             try:
+                while (
+                    self.query.isActive
+                    and self.query.status.get("isTriggerActive")
+                    and time.monotonic() < deadline
+                ):
+                    time.sleep(0.05)
                 self.query.stop()
             except Exception:  # stopping is best effort; the checkpoint keeps what completed
                 log.exception("stopping the query failed")
@@ -308,6 +321,8 @@ class Mirror:
                 log.debug("listener removal failed", exc_info=True)
         if self.http is not None:
             self.http.stop()
+        if self._owns_session and self.spark is not None:
+            self.spark.stop()
 
 
 def _partition_offsets(raw: Any, topic: str) -> dict[int, int]:

@@ -15,9 +15,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
-    from streaming import capture, decode_cmd, demo
+    from streaming import capture, decode_cmd, demo, run_cmd
 
-    for command in (capture, decode_cmd, demo):
+    for command in (run_cmd, demo, capture, decode_cmd):
         command.register(sub, handlers)
     return parser, handlers
 

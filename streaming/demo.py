@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,38 +72,66 @@ def register(
 ) -> None:
     p = sub.add_parser(
         "demo",
-        help="run on an embedded local Kafka with demo consumer groups (Ctrl-C stops)",
+        help="the mirror on an embedded local Kafka with demo consumer groups (Ctrl-C stops)",
         description="Start a local real Kafka broker, drive demo consumer groups against it "
-        "continuously, and mirror it.",
+        "continuously, and run the mirror on it with its HTTP API.",
     )
-    p.add_argument("--workdir", default="var/demo", help="broker data and logs (default: var/demo)")
+    p.add_argument(
+        "--workdir", default="var/demo", help="broker data, checkpoint, events (default: var/demo)"
+    )
     p.add_argument("--interval", type=float, default=60.0, help="seconds between scenario rounds")
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = never)")
+    p.add_argument("--http-port", type=int, default=8080, help="HTTP API / metrics port (default 8080)")
+    p.add_argument("--bootstrap-servers", help="use this cluster instead of starting a local broker")
     handlers["demo"] = _run
 
 
 def _run(args: argparse.Namespace) -> int:
-    from streaming.local.broker import BrokerSettings, LocalKafka
+    import shutil
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python logs every connection at INFO
+    from streaming.local.broker import BrokerSettings, LocalKafka
+    from streaming.run_cmd import configure_logging, serve
+    from streaming.settings import load_settings
+
+    configure_logging("INFO")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     workdir = Path(args.workdir).resolve()
-    broker = LocalKafka(BrokerSettings(offsets_topic_num_partitions=10), workdir / "kafka")
-    log.info("starting local Kafka in %s", broker.workdir)
-    broker.start()
-    log.info("Kafka %s up at %s (log: %s)", broker.settings.kafka_version, broker.bootstrap, broker.workdir)
-    workload = DemoWorkload(broker.bootstrap, broker.settings.kafka_version, args.interval).start()
+    broker = None
+    bootstrap = args.bootstrap_servers
+    if not bootstrap:
+        broker = LocalKafka(BrokerSettings(offsets_topic_num_partitions=10), workdir / "kafka")
+        log.info("starting a local Kafka broker in %s", broker.workdir)
+        broker.start()
+        bootstrap = broker.bootstrap
+        log.info("Kafka %s up at %s (logs: %s)", broker.settings.kafka_version, bootstrap, broker.workdir)
+    # a fresh broker has a fresh __consumer_offsets: an old checkpoint would point past its end
+    checkpoint = workdir / "checkpoint"
+    if broker is not None:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    settings = load_settings(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        trigger_interval_s=2.0,
+        shuffle_partitions=2,
+        http_port=args.http_port,
+        events_path=workdir / "events",
+        events_topic="coordinator-mirror-events",
+        offsets_topic="coordinator-mirror-offsets",
+        cluster_name="demo",
+    )
+    workload = DemoWorkload(bootstrap, broker.settings.kafka_version if broker else "4", args.interval)
+    timer = None
+    if args.duration:
+        timer = threading.Timer(args.duration, stop.set)
+        timer.daemon = True
+        timer.start()
     try:
-        deadline = time.monotonic() + args.duration if args.duration else None
-        while not stop.wait(1.0):
-            if deadline and time.monotonic() > deadline:
-                break
-    except KeyboardInterrupt:
-        pass
+        workload.start()
+        return serve(settings, stop)
     finally:
-        log.info("stopping (%d scenario rounds ran)", workload.rounds)
+        if timer is not None:
+            timer.cancel()
+        log.info("stopping the demo workload (%d scenario rounds ran)", workload.rounds)
         workload.stop()
-        broker.stop()
-    return 0
+        if broker is not None:
+            broker.stop()

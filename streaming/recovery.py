@@ -32,11 +32,12 @@ def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
     return any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
 
 
-def _snapshots(retention_ms: int, semantics: str, grace_ms: int) -> Any:
+def _snapshots(retention_ms: int, semantics: str, grace_ms: int, default_assignor: str) -> Any:
     def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from state import codec
         from state.settings import Settings as StateSettings
         from state.snapshot import snapshot, summary
+        from streaming.enrich import with_assignor
 
         settings = StateSettings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=grace_ms)
         for df in frames:
@@ -48,7 +49,11 @@ def _snapshots(retention_ms: int, semantics: str, grace_ms: int) -> Any:
                 rows.append(
                     (
                         g.group_id,
-                        json.dumps(snapshot(g, settings), separators=(",", ":"), ensure_ascii=False),
+                        json.dumps(
+                            with_assignor(snapshot(g, settings), default_assignor),
+                            separators=(",", ":"),
+                            ensure_ascii=False,
+                        ),
                         json.dumps(summary(g, settings), separators=(",", ":"), ensure_ascii=False),
                     )
                 )
@@ -69,7 +74,12 @@ def recover_snapshots(
         state.selectExpr(f"{blob} AS blob")
         .where("blob IS NOT NULL")
         .mapInPandas(
-            _snapshots(settings.retention_ms, settings.expiry_semantics, settings.confirm_grace_ms),
+            _snapshots(
+                settings.retention_ms,
+                settings.expiry_semantics,
+                settings.confirm_grace_ms,
+                settings.default_server_assignor,
+            ),
             "group_id string, body string, summary string",
         )
         .collect()

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
         description="the cluster's offsets.retention.check.interval.ms: how late the broker's expiry "
         "tombstones may come after the mirror's deadline before it counts a disagreement",
     )
+    default_server_assignor: str = Field(
+        "uniform",
+        description="the cluster's first group.consumer.assignors entry: what KIP-848 groups use "
+        "when no member names an assignor (the log does not record it)",
+    )
     expiry_semantics: ExpirySemantics = Field(
         "4.x", description="which Kafka generation's expiry rules the cluster runs: 4.x, 2.1-3.x, <=2.0"
     )

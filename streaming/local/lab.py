@@ -283,6 +283,13 @@ class Member:
             conf["group_instance_id"] = self.instance_id
         conf.update(extra or {})
         consumer = KafkaConsumer(**conf)
+        # kafka-python's leader assigns only partitions it has metadata for; subscribing to a
+        # topic created a moment ago can otherwise leave a member Stable with nothing assigned.
+        deadline = time.monotonic() + 30
+        while any(not consumer.partitions_for_topic(t) for t in self.topics):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka-python has no metadata for {self.topics}")
+            time.sleep(0.1)
         consumer.subscribe(self.topics)
         return consumer
 
@@ -320,13 +327,36 @@ class Member:
     def _execute(self, cmd: _Command) -> None:
         try:
             if cmd.name == "commit":
-                cmd.result = self._commit()
+                cmd.result = self._commit_retrying()
             elif cmd.name == "close":
                 self._close_client(leave=cmd.arg)
                 self._stop.set()
         except BaseException as exc:
             cmd.error = exc
         cmd.done.set()
+
+    def _commit_retrying(self, timeout_s: float = 30.0) -> dict[TopicPartitionKey, int]:
+        """A commit racing a rebalance fails with a retriable error; finish the rebalance (poll)
+        and commit again what the member then owns."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self._commit()
+            except Exception as exc:
+                text = f"{type(exc).__name__} {exc}"
+                retriable = any(
+                    word in text
+                    for word in (
+                        "RebalanceInProgress",
+                        "REBALANCE_IN_PROGRESS",
+                        "CommitFailed",
+                        "ILLEGAL_GENERATION",
+                    )
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise
+            for _ in range(3):
+                self._poll_once()
 
     def _commit(self) -> dict[TopicPartitionKey, int]:
         owned = {tp: off for tp, off in self.positions.items() if tp in self.assignment}
@@ -477,7 +507,7 @@ class Lab:
         self.bootstrap = bootstrap
         self.kafka_version = kafka_version or default_kafka_version()
         self.run_id = run_id or uuid.uuid4().hex[:6]
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, "logger": _quiet_logger()})
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         self.probe = Probe(bootstrap)
         self._closables: list[Closable] = []
         self._kadmin: Any = None
@@ -504,7 +534,7 @@ class Lab:
     def topic(self, base: str, partitions: int = 4, messages_per_partition: int = 5) -> str:
         """Create topic ``base-<run>`` (idempotent) and append messages to each partition."""
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic
 
         name = self.name(base)
         futures = self.admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
@@ -514,13 +544,26 @@ class Lab:
             except KafkaException as exc:
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise
+        deadline = time.monotonic() + 30
+        while True:  # wait until every partition has a leader, so clients see the whole topic
+            md = self.admin.list_topics(name, timeout=10).topics.get(name)
+            if (
+                md is not None
+                and md.error is None
+                and len(md.partitions) == partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} has no leaders after 30s")
+            time.sleep(0.1)
         self.produce(name, partitions, messages_per_partition)
         return name
 
     def produce(self, topic: str, partitions: int, per_partition: int) -> None:
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "log_level": 3, "logger": _quiet_logger()})
+        producer = Producer({"bootstrap.servers": self.bootstrap, "log_level": 0})
         for p in range(partitions):
             for i in range(per_partition):
                 producer.produce(topic, value=f"m{i}".encode(), partition=p)

@@ -279,13 +279,13 @@ def _txn_commit(lab: Lab, base: str, *, commit: bool) -> ScenarioResult:
         {
             "bootstrap.servers": lab.bootstrap,
             "transactional.id": f"{group}-txn",
-            "log_level": 3,
+            "log_level": 0,
             "logger": _quiet_logger(),
         }
     )
     producer.init_transactions(30)
     consumer = Consumer(
-        {"bootstrap.servers": lab.bootstrap, "group.id": group, "log_level": 3, "logger": _quiet_logger()}
+        {"bootstrap.servers": lab.bootstrap, "group.id": group, "log_level": 0, "logger": _quiet_logger()}
     )
     try:
         producer.begin_transaction()
@@ -436,7 +436,7 @@ def share_group(lab: Lab) -> ScenarioResult:
             "bootstrap.servers": lab.bootstrap,
             "group.id": group,
             "client.id": f"cm-share-{lab.run_id}",
-            "log_level": 3,
+            "log_level": 0,
             "logger": _quiet_logger(),
         }
     )

@@ -1,0 +1,163 @@
+"""`coordinator-mirror run`: the mirror against a real cluster (or a capture file).
+
+Every setting of `streaming.settings.Settings` is a flag (``--bootstrap-servers``,
+``--checkpoint-location``, ...); maps take ``KEY=VALUE`` and repeat (``--kafka-options
+security.protocol=SASL_SSL``); ``--config FILE`` reads a YAML/JSON file; ``CM_*`` environment
+variables sit between the two.  Invalid settings exit with status 2 and name the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streaming.settings import Settings, SettingsError, load_settings
+
+log = logging.getLogger("coordinator_mirror")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _kv(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if text.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per settings field, typed from the model (defaults stay in the model)."""
+    parser.add_argument("--config", metavar="FILE", help="settings file (YAML or JSON)")
+    for name, field in Settings.model_fields.items():
+        help_text = field.description or ""
+        annotation = field.annotation
+        args: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
+        origin = typing.get_origin(annotation)
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if origin in (types.UnionType, typing.Union) and len(inner) == 1:
+            annotation, origin = inner[0], typing.get_origin(inner[0])
+        if origin is dict:
+            args.update(type=_kv, action="append", metavar="KEY=VALUE", help=help_text + " (repeatable)")
+        elif origin is list:
+            args.update(action="append", metavar="VALUE", help=help_text + " (repeatable)")
+        elif origin is typing.Literal:
+            args.update(choices=list(typing.get_args(annotation)))
+        elif annotation is bool:
+            args.update(type=_bool, metavar="BOOL")
+        elif annotation in (int, float):
+            args.update(type=annotation)
+        elif annotation is Path:
+            args.update(type=Path)
+        parser.add_argument(_flag(name), **args)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name, field in Settings.model_fields.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if typing.get_origin(field.annotation) is dict or (
+            isinstance(value, list) and value and isinstance(value[0], tuple)
+        ):
+            value = dict(value)
+        overrides[name] = value
+    return load_settings(args.config, **overrides)
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    handlers: dict[str, Callable[[argparse.Namespace], int]],
+) -> None:
+    p = sub.add_parser(
+        "run",
+        help="mirror a cluster's group coordinators (Ctrl-C / SIGTERM stops cleanly)",
+        description="Read __consumer_offsets with Spark Structured Streaming and serve the mirror "
+        "over HTTP (/groups, /groups/{id}, /ready, /healthz, /metrics).",
+    )
+    add_settings_arguments(p)
+    handlers["run"] = run
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"coordinator-mirror: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    stop = threading.Event()
+    return serve(settings, stop)
+
+
+def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any], None] | None = None) -> int:
+    """Start the mirror, report catch-up progress, serve until ``stop`` (or SIGINT/SIGTERM)."""
+    from streaming.app import Mirror
+
+    def _signal(signum: int, _frame: Any) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _signal)
+        signal.signal(signal.SIGINT, _signal)
+    log.info("settings: %s", settings.redacted())
+    mirror = Mirror(settings)
+    try:
+        mirror.start()
+        if mirror.http is not None:
+            base = mirror.http.url
+            log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
+        if on_started is not None:
+            on_started(mirror)
+        announced = False
+        last_report = 0.0
+        while not stop.wait(1.0):
+            ok, detail = mirror.health()
+            if not ok and mirror.query is not None and not mirror.query.isActive:
+                log.error("the mirror's query failed: %s", detail.get("error"))
+                return 1
+            r = mirror.store.readiness
+            if r.ready and not announced:
+                log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))
+                announced = True
+            elif not r.ready and time.monotonic() - last_report > 5:
+                log.info(
+                    "catching up: %.1f%% of the end offsets reached, %d records behind",
+                    100 * r.progress(),
+                    sum(r.behind().values()),
+                )
+                last_report = time.monotonic()
+        return 0
+    finally:
+        mirror.stop()
+        log.info("stopped")
