@@ -33,7 +33,7 @@ Commits must never be collapsed *across* a tombstone of the same partition into 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -54,161 +54,132 @@ from state.replay import (
 )
 from state.settings import DEFAULT_SETTINGS, Settings
 
-_COMMIT_TYPES = (0, 1)
+_COMMIT_TYPES = frozenset({0, 1})
 
 
-HOT_COLUMNS = frozenset(
-    {
-        "status",
-        "record_type",
-        "group_id",
-        "topic",
-        "partition_num",
-        "is_tombstone",
-        "committed_offset",
-        "leader_epoch",
-        "metadata",
-        "commit_timestamp_ms",
-        "expire_timestamp_ms",
-        "topic_id",
-        "source_partition",
-        "source_offset",
-        "source_timestamp_ms",
-        "n_commits",
-    }
+_INT_COLUMNS = (
+    "record_type",
+    "partition_num",
+    "committed_offset",
+    "leader_epoch",
+    "commit_timestamp_ms",
+    "expire_timestamp_ms",
+    "source_partition",
+    "source_offset",
+    "source_timestamp_ms",
+    "n_commits",
 )
-
-
-def columns(df: pd.DataFrame, want: frozenset[str] | None = None) -> dict[str, Any]:
-    """Every column of ``df`` as its backing array (numpy 1-D view or pandas ExtensionArray).
-
-    ``df[name]`` builds a Series per access (~20 us on a fresh frame, x14 columns = most of a
-    50-row group's budget); walking the block manager once costs ~20 us for all columns.  The
-    block manager is pandas-internal (stable through pandas 2.x, which pyproject pins), so any
-    surprise falls back to the public per-column path -- a test asserts both agree.
-    """
-    try:
-        out: dict[str, Any] = {}
-        names = df.columns.tolist()
-        for blk in df._mgr.blocks:
-            vals = blk.values
-            locs = blk.mgr_locs.as_array
-            if getattr(vals, "ndim", 1) == 2:
-                for j, loc in enumerate(locs.tolist()):
-                    name = names[loc]
-                    if want is None or name in want:
-                        out[name] = vals[j]
-            else:
-                name = names[locs[0]]
-                if want is None or name in want:
-                    out[name] = vals
-        if len(out) == (len(names) if want is None else len(want.intersection(names))):
-            return out
-    except (AttributeError, IndexError, TypeError):  # pragma: no cover - a future pandas
-        pass
-    return public_columns(df, want)
-
-
-def public_columns(df: pd.DataFrame, want: frozenset[str] | None = None) -> dict[str, Any]:
-    """The same through pandas' public API (the fallback, and the reference in tests)."""
-    return {name: df[name].array for name in df.columns if want is None or name in want}
-
-
-def _ints(cols: dict[str, Any], name: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-    """(values as int64, null mask or None) for a pandas nullable, float-with-NaN or numpy column."""
-    arr = cols[name]
-    mask = getattr(arr, "_mask", None)  # pandas BaseMaskedArray (Int64, Int32, boolean ...)
-    if mask is not None:
-        return arr._data, (mask if mask.any() else None)
-    values = np.asarray(arr)
-    if values.dtype.kind == "f":  # Spark's Arrow->pandas: int columns with nulls become float64
-        nan = np.isnan(values)
-        if nan.all():
-            return np.zeros(len(values), dtype=np.int64), nan
-        return np.where(nan, 0, values).astype(np.int64), (nan if nan.any() else None)
-    if values.dtype.kind == "O":  # object column of ints / None
-        none = np.array([bool(pd.isna(v)) for v in values], dtype=bool)
-        filled = np.array([0 if n else v for v, n in zip(values, none, strict=True)], dtype=np.int64)
-        return filled, (none if none.any() else None)
-    return values, None
-
-
-def _opt_list(cols: dict[str, Any], name: str, lo: int, hi: int) -> list[Any]:
-    """Python ints with None for nulls."""
-    values, mask = _ints(cols, name)
-    if mask is None:
-        return values[lo:hi].tolist()  # type: ignore[no-any-return]
-    m = mask[lo:hi]
-    if m.all():
-        return [None] * (hi - lo)
-    out = values[lo:hi].tolist()
-    for i in np.flatnonzero(m).tolist():
-        out[i] = None
-    return out  # type: ignore[no-any-return]
-
-
+_STR_COLUMNS = ("status", "group_id", "topic", "metadata", "topic_id")
 _STR_TYPES = frozenset({str, type(None)})
+_INT_TYPES = frozenset({int, type(None)})
 
 
-def _str_list(cols: dict[str, Any], name: str, lo: int, hi: int) -> list[Any]:
-    """Python strings with None for nulls (None, NaN, pd.NA all mean null)."""
-    out: list[Any] = np.asarray(cols[name], dtype=object)[lo:hi].tolist()
-    if not set(map(type, out)) <= _STR_TYPES:  # C-level check; normalise only when needed
-        out = [v if isinstance(v, str) else None for v in out]
+def _array_list(arr: Any) -> list[Any]:
+    """One column's backing array (numpy, or a pandas masked ExtensionArray) as a Python list, with
+    ``None`` for nulls -- masked values, and the NaN that PySpark's Arrow->pandas conversion puts in
+    integer columns holding nulls (it makes them float64)."""
+    mask = getattr(arr, "_mask", None)  # pandas BaseMaskedArray: Int64, Int32, boolean ...
+    if mask is not None:
+        out: list[Any] = arr._data.tolist()
+        if mask.any():
+            for i in np.flatnonzero(mask).tolist():
+                out[i] = None
+        return out
+    values = np.asarray(arr)
+    if values.dtype.kind == "f":
+        return _float_row(values)
+    return values.tolist()  # type: ignore[no-any-return]
+
+
+def _float_row(values: np.ndarray[Any, Any]) -> list[Any]:
+    nan = np.isnan(values)
+    if not nan.any():
+        return values.astype(np.int64).tolist()  # type: ignore[no-any-return]
+    if nan.all():
+        return [None] * len(values)
+    out: list[Any] = np.where(nan, 0, values).astype(np.int64).tolist()
+    for i in np.flatnonzero(nan).tolist():
+        out[i] = None
     return out
 
 
-def _bools(cols: dict[str, Any], name: str) -> np.ndarray[Any, Any]:
-    """A boolean column as a numpy bool array (nulls -> False)."""
-    arr = cols[name]
-    mask = getattr(arr, "_mask", None)
-    if mask is not None:
-        return arr._data & ~mask  # type: ignore[no-any-return]
-    values = np.asarray(arr)
-    if values.dtype.kind == "b":
-        return values
-    return np.array([v is True or v is np.True_ or v == 1 for v in values], dtype=bool)
+def frame_lists(df: pd.DataFrame) -> dict[str, list[Any]]:
+    """Every column of ``df`` as a Python list (``None`` for nulls), read block by block.
+
+    ``df[name]`` builds a Series per access (~20 us on a fresh frame, times 15 columns = most of a
+    50-row group's budget).  Walking pandas' block manager instead turns each 2-D block -- all the
+    int64 columns, all the object columns ... -- into lists with one ``tolist()``.  The block
+    manager is pandas-internal (stable through pandas 2.x, which pyproject pins); any surprise falls
+    back to the public per-column path (`public_frame_lists`), and a test asserts both agree.
+    """
+    try:
+        out, loose = _block_lists(df)
+    except (AttributeError, IndexError, TypeError, ValueError):  # pragma: no cover - a future pandas
+        out = public_frame_lists(df)
+        loose = set(out)
+    # Only object-dtype columns can hold odd nulls (NaN, pd.NA) or numpy scalars; numpy and masked
+    # columns are converted exactly by tolist().  The checks are C-level (set of types).
+    for name in _STR_COLUMNS:
+        col = out.get(name)
+        if name in loose and col is not None and not set(map(type, col)) <= _STR_TYPES:
+            out[name] = [v if isinstance(v, str) else None for v in col]
+    for name in _INT_COLUMNS:
+        col = out.get(name)
+        if name in loose and col is not None and not set(map(type, col)) <= _INT_TYPES:
+            out[name] = [None if v is None or pd.isna(v) else int(v) for v in col]
+    return out
 
 
-def _commit_mask(cols: dict[str, Any]) -> np.ndarray[Any, Any]:
-    rt, rt_mask = _ints(cols, "record_type")
-    is_commit = rt <= 1
-    if rt_mask is not None:
-        is_commit &= ~rt_mask
-    status = np.asarray(cols["status"], dtype=object)
-    if not (status == "ok").all():
-        is_commit &= status == "ok"
-    return is_commit
+def _block_lists(df: pd.DataFrame) -> tuple[dict[str, list[Any]], set[str]]:
+    """Column lists, and the names of the columns that came from object-dtype blocks."""
+    out: dict[str, list[Any]] = {}
+    loose: set[str] = set()
+    names = df.columns.tolist()
+    for blk in df._mgr.blocks:
+        vals = blk.values
+        locs = blk.mgr_locs.as_array.tolist()
+        if getattr(vals, "ndim", 1) == 2:
+            kind = vals.dtype.kind
+            rows = [_float_row(r) for r in vals] if kind == "f" else vals.tolist()
+            for loc, row in zip(locs, rows, strict=True):
+                out[names[loc]] = row
+            if kind == "O":
+                loose.update(names[loc] for loc in locs)
+        else:
+            out[names[locs[0]]] = _array_list(vals)
+            if getattr(vals, "_mask", None) is None:  # string/object extension arrays: check them
+                loose.add(names[locs[0]])
+    if len(out) != len(names):
+        raise ValueError("duplicate column names")
+    return out, loose
 
 
-def _source(row: Sequence[Any]) -> Source:
-    return Source(int(row[0]), int(row[1]), int(row[2]))
+def public_frame_lists(df: pd.DataFrame) -> dict[str, list[Any]]:
+    """The same through pandas' public API (the fallback, and the reference in tests)."""
+    return {name: _array_list(df[name].array) for name in df.columns}
 
 
-def _other_row(df: pd.DataFrame, i: int, src: Source) -> Any:
+def _other_row(cols: dict[str, list[Any]], i: int, src: Source) -> Any:
     """A typed record (or an UnknownRecord / DecodeError stand-in) for a non-commit row."""
-    status = df["status"].iat[i]
-    rt_raw: Any = df["record_type"].iat[i]
-    rt = None if pd.isna(rt_raw) else int(rt_raw)
+    status = cols["status"][i]
+    rt = cols["record_type"][i]
     if status == "ok":
-        payload: Any = df["payload"].iat[i]
-        rec = payload_to_record(payload)
+        rec = payload_to_record(cols["payload"][i])
         # the payload carries its own source; the frame's columns are authoritative
-        return rec if rec.source == src else _with_source(rec, src)
+        return rec if rec.source == src else replace(rec, source=src)
     if status == "unknown":
         return UnknownRecord(src, rt if rt is not None else -1, b"", None)
-    gid = df["group_id"].iat[i]
-    key = _GroupIdKey(gid) if isinstance(gid, str) else None
-    pos: Any = df["error_position"].iat[i]
+    gid = cols["group_id"][i]
+    pos = cols["error_position"][i]
     return DecodeError(
         src,
         rt,
         None,
-        str(df["error_part"].iat[i]),
-        str(df["error_field"].iat[i]),
-        -1 if pd.isna(pos) else int(pos),
-        str(df["error_reason"].iat[i]),
-        key=key,
+        str(cols["error_part"][i]),
+        str(cols["error_field"][i]),
+        -1 if pos is None else int(pos),
+        str(cols["error_reason"][i]),
+        key=_GroupIdKey(gid) if isinstance(gid, str) else None,
     )
 
 
@@ -219,79 +190,68 @@ class _GroupIdKey:
         self.group_id = group_id
 
 
-def _with_source(rec: Any, src: Source) -> Any:
-    from dataclasses import replace
-
-    return replace(rec, source=src)
-
-
-class _Frame:
-    """One group's frame, its columns, and its source columns as Python lists (read once per fold)."""
-
-    __slots__ = ("cols", "df", "n_commits", "so", "sp", "st")
-
-    def __init__(
-        self,
-        df: pd.DataFrame,
-        *,
-        cols: dict[str, Any],
-        sp: list[int],
-        so: list[int],
-        st: list[int],
-        n_commits: list[int] | None,
-    ) -> None:
-        self.df = df
-        self.cols = cols
-        self.sp = sp
-        self.so = so
-        self.st = st
-        self.n_commits = n_commits
-
-
-def _apply_commit_run(g: Group | None, f: _Frame, lo: int, hi: int, ctx: FoldContext) -> Group | None:
+def _apply_commit_run(
+    g: Group | None, cols: dict[str, list[Any]], lo: int, hi: int, ctx: FoldContext
+) -> Group | None:
     """Apply rows [lo, hi) -- all offset commits (values or tombstones), positions already filtered."""
-    df, cols, sp, so, st, n_commits = f.df, f.cols, f.sp, f.so, f.st, f.n_commits
-    topics = _str_list(cols, "topic", lo, hi)
-    parts = _opt_list(cols, "partition_num", lo, hi)
-    tomb = _bools(cols, "is_tombstone")[lo:hi]
-    offs = _opt_list(cols, "committed_offset", lo, hi)
-    les = _opt_list(cols, "leader_epoch", lo, hi)
-    mds = _str_list(cols, "metadata", lo, hi)
-    cts = _opt_list(cols, "commit_timestamp_ms", lo, hi)
-    ets = _opt_list(cols, "expire_timestamp_ms", lo, hi)
-    tids = _str_list(cols, "topic_id", lo, hi)
-    counts = n_commits[lo:hi] if n_commits is not None else None
-    if (g is None or not g.pending) and not tomb.any():
+    whole = lo == 0 and hi == len(cols["source_offset"])
+
+    def col(name: str) -> list[Any]:
+        c = cols[name]
+        return c if whole else c[lo:hi]
+
+    topics = col("topic")
+    parts = col("partition_num")
+    tomb = col("is_tombstone")
+    sp = col("source_partition")
+    so = col("source_offset")
+    counts = col("n_commits") if "n_commits" in cols else None
+    if (g is None or not g.pending) and True not in tomb:
         if g is None:
-            g = Group(str(np.asarray(cols["group_id"], dtype=object)[lo]))
+            g = Group(cols["group_id"][lo])
         if g.kind is None:
-            create_simple(g, (sp[lo], so[lo], st[lo]), ctx)
+            create_simple(g, (sp[0], so[0], cols["source_timestamp_ms"][lo]), ctx)
         # The hot path: no Python loop -- dict.update over zipped columns runs in C.
+        tids = col("topic_id")
+        keys = list(zip(topics, parts, strict=True))
         g.offsets.update(
             zip(
-                zip(topics, parts, strict=True),
-                zip(offs, les, mds, cts, ets, tids, sp[lo:hi], so[lo:hi], strict=True),
+                keys,
+                zip(
+                    col("committed_offset"),
+                    col("leader_epoch"),
+                    col("metadata"),
+                    col("commit_timestamp_ms"),
+                    col("expire_timestamp_ms"),
+                    tids,
+                    sp,
+                    so,
+                    strict=True,
+                ),
                 strict=True,
             )
         )
-        if tids.count(None) != hi - lo:
-            g.topic_names.update({tid: t for tid, t in zip(tids, topics, strict=True) if tid is not None})
         n = hi - lo
-        committed = sum(counts) if counts is not None else n
+        if tids.count(None) != n:
+            g.topic_names.update({tid: t for tid, t in zip(tids, topics, strict=True) if tid is not None})
+        committed = n if counts is None else sum(1 if c is None else c for c in counts)
         ctx.commits += committed
         g.counters["commits"] += committed
-        ctx.committed.update(zip(topics, parts, strict=True))
+        ctx.committed.update(keys)
         ctx.commit_topics.update(topics)
-        last = (sp[hi - 1], so[hi - 1], st[hi - 1])
+        last = (sp[-1], so[-1], cols["source_timestamp_ms"][hi - 1])
         ctx.last_src["commit"] = last
         g.counters["records"] += n
         g.last_position = (last[0], last[1])
         g.last_change_ms = last[2]
         return g
+    offs, les, mds = col("committed_offset"), col("leader_epoch"), col("metadata")
+    cts, ets, tids = col("commit_timestamp_ms"), col("expire_timestamp_ms"), col("topic_id")
+    st = col("source_timestamp_ms")
     for i in range(hi - lo):
-        src = (sp[lo + i], so[lo + i], st[lo + i])
+        src = (sp[i], so[i], st[i])
         if g is None:
-            g = Group(str(df["group_id"].iat[lo + i]))
+            g = Group(cols["group_id"][lo + i])
         if g.pending:
             check_pending(g, src[2], ctx.settings, ctx.events, (src[0], src[1]))
         tp = (topics[i], parts[i])
@@ -302,7 +262,7 @@ def _apply_commit_run(g: Group | None, f: _Frame, lo: int, hi: int, ctx: FoldCon
             if g.kind is None:
                 create_simple(g, src, ctx)
             apply_commit(g, tp, entry, src, ctx)
-            c = counts[i] if counts is not None else 1
+            c = 1 if counts is None or counts[i] is None else counts[i]
             ctx.commits += c
             g.counters["commits"] += c
         if g.kind is None and not g.offsets and not g.pending:
@@ -325,44 +285,34 @@ def fold_frame(
     ``n_commits``) into ``group``.  Same result as `state.replay.fold` over the decoded records."""
     ctx = FoldContext(settings)
     g = group
-    cols = columns(df, HOT_COLUMNS)
-    sp_v, _ = _ints(cols, "source_partition")
-    n = len(sp_v)
-    if n == 0:
-        return finish(g, ctx)
-    so_v, _ = _ints(cols, "source_offset")
-    st_v, _ = _ints(cols, "source_timestamp_ms")
+    cols = frame_lists(df)
+    sp = cols["source_partition"]
+    so = cols["source_offset"]
+    n = len(so)
     lo = 0
     if g is not None and g.last_position is not None:
         # idempotence: skip what the group already applied (rows are sorted)
         last = g.last_position
-        while lo < n and (int(sp_v[lo]), int(so_v[lo])) <= last:
+        while lo < n and (sp[lo], so[lo]) <= last:
             lo += 1
-        if lo == n:
-            return finish(g, ctx)
-    sp: list[int] = sp_v.tolist()
-    so: list[int] = so_v.tolist()
-    st: list[int] = st_v.tolist()
-    is_commit = _commit_mask(cols)
-    n_commits = None
-    if "n_commits" in cols:
-        nc, nc_mask = _ints(cols, "n_commits")
-        n_commits = np.where(nc_mask, 1, nc).tolist() if nc_mask is not None else nc.tolist()
-    if is_commit[lo:].all():
-        g = _apply_commit_run(g, _Frame(df, cols=cols, sp=sp, so=so, st=st, n_commits=n_commits), lo, n, ctx)
+    if lo == n:
         return finish(g, ctx)
-    frame = _Frame(df, cols=cols, sp=sp, so=so, st=st, n_commits=n_commits)
+    rt = cols["record_type"]
+    status = cols["status"]
+    if status.count("ok") == n and set(rt[lo:]) <= _COMMIT_TYPES:
+        return finish(_apply_commit_run(g, cols, lo, n, ctx), ctx)
+    is_commit = [s == "ok" and r in _COMMIT_TYPES for s, r in zip(status, rt, strict=True)]
+    st = cols["source_timestamp_ms"]
     i = lo
     while i < n:
         if is_commit[i]:
             j = i
             while j < n and is_commit[j]:
                 j += 1
-            g = _apply_commit_run(g, frame, i, j, ctx)
+            g = _apply_commit_run(g, cols, i, j, ctx)
             i = j
         else:
-            src = Source(sp[i], so[i], st[i])
-            g = apply_record(g, _other_row(df, i, src), ctx, group_id)
+            g = apply_record(g, _other_row(cols, i, Source(sp[i], so[i], st[i])), ctx, group_id)
             i += 1
     return finish(g, ctx)
 
