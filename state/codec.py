@@ -106,8 +106,9 @@ def _offsets_in(blob: list[Any]) -> dict[TopicPartition, OffsetEntry]:
     base_ts, sp, so_ref, topics, irregular = blob
     out: dict[TopicPartition, OffsetEntry] = {}
     for t, tid, flat in topics:
-        for i in range(0, len(flat), 7):
-            p, off, le, md, dct, et, dso = flat[i : i + 7]
+        it = iter(flat)
+        # zip of one iterator seven times = rows of seven, without slicing
+        for p, off, le, md, dct, et, dso in zip(it, it, it, it, it, it, it, strict=True):
             out[(t, p)] = (off, le, md, dct + base_ts, et, tid, sp, so_ref - dso)
     for t, p, *e in irregular:
         out[(t, p)] = tuple(e)
