@@ -410,3 +410,57 @@ def test_summary_fields() -> None:
         "last_change_ms": log.now_ms,
         "next_deadline_ms": None,
     }
+
+
+def test_share_and_streams_group_deletion_tombstones() -> None:
+    from decoders.records import GroupKey, MemberKey
+
+    log = Log()
+    log.share_member("s", "m1", ["share-t"])
+    log.share_epoch("s", 1)
+    log.share_target("s", "m1", [tip("SID", 0)])
+    log.share_target_epoch("s", 1)
+    log.share_current("s", "m1", 1, [tip("SID", 0)])
+    log.share_state("s", {"SID": "share-t"})
+    # ShareGroup.createGroupTombstoneRecords: K=14, K=13, K=12, K=10, K=15, K=11
+    for k, key in ((14, MemberKey("s", "m1")), (13, MemberKey("s", "m1")), (12, GroupKey("s"))):
+        log.rec(k, key, None)
+    log.share_member("s", "m1", None)
+    log.rec(15, GroupKey("s"), None)
+    res = fold(None, log.records)
+    assert res.group is not None and res.group.state == "Empty" and res.group.share_topics is None
+    log.share_epoch("s", None)
+    res = fold(None, log.records)
+    assert res.group is None and types(res.events)[-1] == "group_deleted"
+
+    log = Log()
+    log.streams_member("st", "m1")
+    log.streams_topology("st", 0, ["in"])
+    log.streams_epoch("st", 1)
+    log.streams_target("st", "m1", [0])
+    log.streams_target_epoch("st", 1)
+    log.streams_current("st", "m1", 1, [0])
+    log.commit("st", "in", 0, 3)
+    # StreamsGroup.createGroupTombstoneRecords: K=22, K=21, K=20, K=19, K=17, K=23
+    for k, key in ((22, MemberKey("st", "m1")), (21, MemberKey("st", "m1")), (20, GroupKey("st"))):
+        log.rec(k, key, None)
+    log.rec(19, MemberKey("st", "m1"), None)
+    log.streams_epoch("st", None)
+    log.rec(23, GroupKey("st"), None)
+    res = fold(None, log.records)
+    g = res.group
+    assert g is not None and g.display_kind == SIMPLE and g.offsets  # offsets outlive the group object
+    assert [(e.before, e.after) for e in of(res.events, ev.KindChanged)] == [(STREAMS, SIMPLE)]
+
+
+def test_k848_target_and_metadata_tombstones() -> None:
+    log = Log()
+    log.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)])}, epoch=3)
+    log.k848_partition_metadata("k", {"T": "t"})
+    log.k848_target("k", "m1", None)
+    log.k848_target_epoch("k", None)
+    log.k848_partition_metadata("k", None)
+    g = fold(None, log.records).group
+    assert g is not None and g.targets == {} and g.assignment_epoch == -1
+    assert g.topic_names == {"T": "t"}  # names learned stay learned
+    assert g.state == "Assigning"  # group epoch 3 > assignment epoch -1
