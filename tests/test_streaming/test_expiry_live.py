@@ -1,0 +1,124 @@
+"""Offset expiry end to end: a broker with offsets.retention.minutes=1, the mirror with the same rules.
+
+The mirror must drop each offset no earlier than its predicted deadline and no later than one
+trigger after it -- driven by applyInPandasWithState's processing-time timeout, with no record
+arriving for the group -- and the broker's own expiry tombstones must come later and agree.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_streaming.test_mirror import get
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
+
+TRIGGER_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def short_retention_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
+    from streaming.local.broker import BrokerSettings, LocalKafka
+
+    broker = LocalKafka(
+        BrokerSettings(
+            kafka_version=kafka_version,
+            offsets_topic_num_partitions=3,
+            offsets_retention_minutes=1,
+            offsets_retention_check_interval_ms=1000,
+        ),
+        tmp_path_factory.mktemp("short-retention"),
+    ).start()
+    yield broker
+    broker.stop()
+
+
+def test_mirror_expires_on_time_and_the_broker_agrees(
+    spark: Any, short_retention_kafka: Any, tmp_path: Path
+) -> None:
+    from streaming.app import Mirror
+    from streaming.local.lab import Lab
+    from streaming.local.scenarios import SCENARIOS
+    from streaming.settings import load_settings
+
+    lab = Lab(short_retention_kafka.bootstrap, short_retention_kafka.settings.kafka_version, run_id="x")
+    mirror = None
+    try:
+        result = SCENARIOS["expiring"].fn(lab)
+        groups = list(result.groups)
+        settings = load_settings(
+            bootstrap_servers=short_retention_kafka.bootstrap,
+            checkpoint_location=str(tmp_path / "ckpt"),
+            trigger_interval_s=TRIGGER_S,
+            shuffle_partitions=2,
+            http_port=0,
+            offsets_retention_minutes=1,
+            offsets_retention_check_interval_ms=1000,
+            events_path=tmp_path / "events",
+        )
+        mirror = Mirror(settings, spark=spark).start()
+        assert mirror.wait_ready(180)
+        mirror.wait_batches(1, 60)
+
+        deadlines: dict[tuple[str, str, int], int] = {}
+        for group_id in groups:
+            status, snap = get(f"{mirror.http.url}/groups/{urllib.parse.quote(group_id)}")
+            assert status == 200, snap
+            for o in snap["offsets"]:
+                assert o["expires_at_ms"] is not None, (group_id, o)
+                deadlines[(group_id, o["topic"], o["partition"])] = o["expires_at_ms"]
+        assert len(deadlines) == 4
+        # the two rules: offsets-only group from each commit time, Empty classic group from the
+        # time it became Empty (its K=2 currentStateTimestamp)
+        _, simple = get(f"{mirror.http.url}/groups/{urllib.parse.quote(groups[0])}")
+        assert all(o["expires_at_ms"] == o["commit_timestamp_ms"] + 60_000 for o in simple["offsets"])
+        _, empty = get(f"{mirror.http.url}/groups/{urllib.parse.quote(groups[1])}")
+        assert empty["state"] == "Empty"
+        assert {o["expires_at_ms"] for o in empty["offsets"]} == {empty["state_since_ms"] + 60_000}
+
+        # watch the mirror drop them
+        gone_at: dict[tuple[str, str, int], int] = {}
+        stop_at = max(deadlines.values()) / 1000 + 30
+        while len(gone_at) < len(deadlines) and time.time() < stop_at:
+            now = int(time.time() * 1000)
+            for group_id in groups:
+                status, snap = get(f"{mirror.http.url}/groups/{urllib.parse.quote(group_id)}")
+                live = (
+                    {(group_id, o["topic"], o["partition"]) for o in snap.get("offsets", [])}
+                    if status == 200
+                    else set()
+                )
+                for key in deadlines:
+                    if key[0] == group_id and key not in live and key not in gone_at:
+                        gone_at[key] = now
+            time.sleep(0.2)
+        assert gone_at.keys() == deadlines.keys()
+        slack_ms = int(TRIGGER_S * 1000) + 3000  # one trigger, plus the batch's own duration and polling
+        for key, deadline in deadlines.items():
+            assert deadline <= gone_at[key] <= deadline + slack_ms, (key, gone_at[key] - deadline)
+
+        # the broker expires them too (its sweep runs every second) and deletes the groups
+        views = lab.wait_group(groups[1], lambda v: not v.exists and not v.offsets, timeout_s=60)
+        assert not views.exists
+        assert not lab.describe(groups[0])[groups[0]].offsets
+        # ... and the mirror, seeing the broker's tombstones, records no disagreement
+        mirror.wait_batches(3, 60)
+        events = [
+            json.loads(line)
+            for f in sorted((tmp_path / "events").glob("*.jsonl"))
+            for line in f.read_text().splitlines()
+        ]
+        mine = [e for e in events if e["group_id"] in groups]
+        assert {"offsets_expired", "group_deleted"} <= {e["type"] for e in mine}
+        assert not [e for e in mine if e["type"] == "expiry_disagreement"], mine
+    finally:
+        if mirror is not None:
+            mirror.stop()
+        lab.close()
