@@ -20,7 +20,7 @@ Two families:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 
@@ -35,9 +35,11 @@ class Event:
     AGGREGATE: ClassVar[bool] = False
 
     def to_json(self) -> dict[str, Any]:
+        # Fields hold scalars and tuples of scalars only: no need for asdict's recursive copy.
         out: dict[str, Any] = {"type": self.TYPE}
-        for k, v in asdict(self).items():
-            out[k] = list(v) if isinstance(v, tuple) else v
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
 
