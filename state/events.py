@@ -20,8 +20,14 @@ Two families:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any, ClassVar, Final
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +42,9 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         # Fields hold scalars and tuples of scalars only: no need for asdict's recursive copy.
+        # (``__dataclass_fields__`` would also list the ClassVars TYPE and AGGREGATE.)
         out: dict[str, Any] = {"type": self.TYPE}
-        for name in self.__dataclass_fields__:
+        for name in _field_names(type(self)):
             v = getattr(self, name)
             out[name] = list(v) if isinstance(v, tuple) else v
         return out
