@@ -21,13 +21,16 @@ Two families:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import cache
 from typing import Any, ClassVar, Final
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
-@cache
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 @dataclass(frozen=True, slots=True)
