@@ -92,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     wanted = render(json.loads(text))
     if args.check:
         if text != wanted:
-            print(f"{SCHEMA_PATH}: settings schema drifted from streaming/settings.py; run "
-                  f"python helm/values_schema.py", file=sys.stderr)
+            print(
+                f"{SCHEMA_PATH}: settings schema drifted from streaming/settings.py; run "
+                f"python helm/values_schema.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     SCHEMA_PATH.write_text(wanted)

@@ -44,8 +44,9 @@ def _rewrite_refs(node: Any) -> Any:
             if key == "$id":
                 continue
             if key == "$ref" and isinstance(value, str) and value.startswith("/api/_definitions.json#"):
-                value = value.removeprefix("/api/")
-            out[key] = _rewrite_refs(value)
+                out[key] = value.removeprefix("/api/")
+            else:
+                out[key] = _rewrite_refs(value)
         return out
     if isinstance(node, list):
         return [_rewrite_refs(v) for v in node]
@@ -164,7 +165,9 @@ def spark_operator_schema(pip_dir: Path, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="schema store to (re)create")
-    parser.add_argument("--pip-dir", type=Path, required=True, help="kubernetes-validate + kubeflow-spark-api")
+    parser.add_argument(
+        "--pip-dir", type=Path, required=True, help="kubernetes-validate + kubeflow-spark-api"
+    )
     parser.add_argument("--kube-versions", required=True, help="space-separated, e.g. '1.27.0 1.37.0'")
     parser.add_argument("--prometheus-operator-dir", type=Path, required=True, help="the Go module's dir")
     args = parser.parse_args(argv)

@@ -1,0 +1,80 @@
+# syntax=docker/dockerfile:1
+#
+# coordinator-mirror: PySpark on Java 17 / Python 3.11 with everything baked in -- the project,
+# Spark's Kafka connector and the S3A connector -- so that pods never resolve anything from Maven
+# or PyPI at run time.
+#
+#   docker build -t REGISTRY/coordinator-mirror:0.1.0 .
+#   docker run --rm REGISTRY/coordinator-mirror:0.1.0 run --bootstrap-servers HOST:9092 --http-host 0.0.0.0
+#
+# One image serves both chart modes: `run` (the default command) for the Deployment, and Spark's
+# `driver` / `executor` pod roles for a SparkApplication (docker/entrypoint.sh).
+#
+# SPARK_VERSION must equal the pyspark the project is tested with (Makefile SPARK_VERSION): the
+# connector uses Spark internals and the application refuses a mismatched one.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
+
+# -- JVM artifacts from Maven Central: the same resolution as `make jars` ----------------------
+FROM ${MAVEN_IMAGE} AS jars
+ARG SPARK_VERSION=4.0.0
+WORKDIR /build
+COPY jvm/spark/pom.xml jvm/spark/pom.xml
+COPY docker/cloud-jars/pom.xml docker/cloud-jars/pom.xml
+# Spark's Kafka connector and its runtime set (what spark-notes §5 lists: the rest is in pyspark),
+# laid out as streaming/local/jars.py expects: <root>/spark-kafka-<version>/*.jar + .complete.
+RUN mvn -q -B -f jvm/spark/pom.xml dependency:copy-dependencies \
+        -Dspark.version=${SPARK_VERSION} -DincludeScope=runtime \
+        -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+        -DoutputDirectory=/out/jars/spark-kafka-${SPARK_VERSION} \
+    && touch /out/jars/spark-kafka-${SPARK_VERSION}/.complete \
+    && mvn -q -B -f docker/cloud-jars/pom.xml dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory=/out/cloud-jars
+
+# -- The Python environment: the project and pyspark in a virtualenv ----------------------------
+FROM ${PYTHON_IMAGE} AS venv
+ARG SPARK_VERSION=4.0.0
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/coordinator-mirror/venv
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY decoders decoders
+COPY state state
+COPY streaming streaming
+RUN /opt/coordinator-mirror/venv/bin/pip install . "pyspark==${SPARK_VERSION}"
+
+# -- Runtime ------------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+ARG SPARK_VERSION=4.0.0
+# Java 17 for Spark; tini as PID 1 (signal forwarding, zombie reaping); procps for Spark's scripts.
+# Debian's security updates replace package versions, so they are not pinned (hadolint DL3008).
+# hadolint ignore=DL3008
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
+    && rm -rf /var/lib/apt/lists/*
+RUN groupadd --system --gid 10001 mirror \
+    && useradd --system --uid 10001 --gid mirror --home-dir /home/mirror --create-home \
+        --shell /usr/sbin/nologin mirror
+ENV VIRTUAL_ENV=/opt/coordinator-mirror/venv \
+    PATH=/opt/coordinator-mirror/venv/bin:${PATH} \
+    SPARK_HOME=/opt/coordinator-mirror/venv/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/opt/coordinator-mirror/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/coordinator-mirror/venv/bin/python \
+    COORDINATOR_MIRROR_JARS=/opt/coordinator-mirror/jars \
+    HOME=/home/mirror \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=venv /opt/coordinator-mirror/venv /opt/coordinator-mirror/venv
+COPY --from=jars /out/jars /opt/coordinator-mirror/jars
+# S3A on Spark's own classpath (driver and executors alike), where Hadoop's FileSystem finds it.
+COPY --from=jars /out/cloud-jars/ ${SPARK_HOME}/jars/
+COPY docker/entrypoint.sh docker/stop-driver /opt/coordinator-mirror/bin/
+COPY docker/spark_main.py /opt/coordinator-mirror/main.py
+WORKDIR /home/mirror
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["/opt/coordinator-mirror/bin/entrypoint.sh"]
+CMD ["run"]
