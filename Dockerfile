@@ -19,6 +19,9 @@ ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 # -- JVM artifacts from Maven Central: the same resolution as `make jars` ----------------------
 FROM ${MAVEN_IMAGE} AS jars
 ARG SPARK_VERSION=4.0.0
+# The S3A connector's AWS SDK v2 bundle is ~560 MB: build with --build-arg WITH_S3A=false when
+# checkpoints stay on a volume (deployment mode).
+ARG WITH_S3A=true
 WORKDIR /build
 COPY jvm/spark/pom.xml jvm/spark/pom.xml
 COPY docker/cloud-jars/pom.xml docker/cloud-jars/pom.xml
@@ -29,8 +32,11 @@ RUN mvn -q -B -f jvm/spark/pom.xml dependency:copy-dependencies \
         -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
         -DoutputDirectory=/out/jars/spark-kafka-${SPARK_VERSION} \
     && touch /out/jars/spark-kafka-${SPARK_VERSION}/.complete \
-    && mvn -q -B -f docker/cloud-jars/pom.xml dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory=/out/cloud-jars
+    && mkdir -p /out/cloud-jars \
+    && if [ "${WITH_S3A}" = true ]; then \
+        mvn -q -B -f docker/cloud-jars/pom.xml dependency:copy-dependencies \
+            -DincludeScope=runtime -DoutputDirectory=/out/cloud-jars; \
+    fi
 
 # -- The Python environment: the project and pyspark in a virtualenv ----------------------------
 FROM ${PYTHON_IMAGE} AS venv
