@@ -26,6 +26,8 @@ CASES: dict[str, tuple[str, ...]] = {
     "spark-s3a": ("spark-s3a.yaml",),
     "monitoring": ("monitoring.yaml",),
     "spark-s3a+monitoring": ("spark-s3a.yaml", "monitoring.yaml"),
+    "deployment-extras": ("deployment-extras.yaml",),
+    "spark-extras": ("spark-extras.yaml",),
 }
 
 #: values that must not deploy, and what the error must name
@@ -62,7 +64,7 @@ def _pod_env(container: dict[str, Any]) -> dict[str, str]:
     for var in container.get("env", []):
         if "value" in var:
             env[var["name"]] = str(var["value"])
-        else:
+        elif "secretKeyRef" in var["valueFrom"]:
             ref = var["valueFrom"]["secretKeyRef"]
             env[var["name"]] = f"<secret {ref['name']}/{ref['key']}>"
     return env
@@ -106,6 +108,24 @@ def test_manifests_match_kubernetes_and_crd_schemas(
     assert all(s == "statusValid" for s in statuses.values()), {
         k: v for k, v in bad.items() if v[0] != "statusValid"
     }
+
+
+def _nulls(node: Any, path: str = "") -> list[str]:
+    if node is None:
+        return [path]
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _nulls(v, f"{path}.{k}")]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _nulls(v, f"{path}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_null_fields(helm: Helm, case: str) -> None:
+    """The schemas accept null for optional fields, but e.g. `emptyDir: null` is a volume without a
+    source that the API server rejects: the chart renders no nulls at all."""
+    for doc in helm.render(*CASES[case]).docs:
+        assert not _nulls(doc), (doc["kind"], _nulls(doc))
 
 
 @pytest.mark.parametrize(
@@ -241,6 +261,8 @@ def test_deployment_runs_one_driver_safely(helm: Helm) -> None:
     pod = spec["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] >= 90  # the mirror drains a batch for up to 60 s
     assert pod["automountServiceAccountToken"] is False
+    # a Service named cm-http would otherwise inject CM_HTTP_PORT=tcp://... into the settings
+    assert pod["enableServiceLinks"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     [c] = pod["containers"]
     assert c["args"] == ["run", "--config", "/etc/coordinator-mirror/settings.yaml"]
@@ -352,6 +374,7 @@ def test_sparkapplication(helm: Helm) -> None:
     assert "readinessProbe" not in dc and "startupProbe" not in dc  # executors reach the driver via DNS
     assert dc["lifecycle"]["preStop"]["exec"]["command"] == ["/opt/coordinator-mirror/bin/stop-driver"]
     assert driver["template"]["spec"]["terminationGracePeriodSeconds"] >= 90
+    assert driver["template"]["spec"]["enableServiceLinks"] is False
     denv = {e["name"]: e for e in dc["env"]}
     assert denv["CM_KAFKA_OPTIONS__SASL_JAAS_CONFIG"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-client"
     [ec] = executor["template"]["spec"]["containers"]
