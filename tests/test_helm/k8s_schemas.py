@@ -90,7 +90,7 @@ def _strict_openapi(node: Any) -> Any:
 
 
 def _crd_schema(version: dict[str, Any], group: str, kind: str, object_meta_ref: str) -> dict[str, Any]:
-    schema = _strict_openapi(version["schema"]["openAPIV3Schema"])
+    schema: dict[str, Any] = _strict_openapi(version["schema"]["openAPIV3Schema"])
     props = schema.setdefault("properties", {})
     props["apiVersion"] = {"type": "string", "enum": [f"{group}/{version['name']}"]}
     props["kind"] = {"type": "string", "enum": [kind]}
@@ -140,7 +140,7 @@ def _close_objects(node: Any) -> Any:
 def spark_operator_schema(pip_dir: Path, out: Path) -> Path:
     sys.path.insert(0, str(pip_dir))
     try:
-        from kubeflow_spark_api.models.spark_v1beta2_spark_application import (  # type: ignore[import-not-found]
+        from kubeflow_spark_api.models.spark_v1beta2_spark_application import (
             SparkV1beta2SparkApplication,
         )
     finally:

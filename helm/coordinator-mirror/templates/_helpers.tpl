@@ -196,7 +196,9 @@ app.kubernetes.io/component: mirror
 {{- end }}
 {{- end -}}
 
-{{/* Volumes every pod of the mirror mounts: settings, scratch, secrets, extras. */}}
+{{/* Volumes every pod of the mirror mounts: settings, scratch, secrets, extras. The root file
+system is read-only: /tmp (JVM, Python, py4j), and the home directory (the working directory and
+Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
 {{- define "cm.commonVolumes" -}}
 - name: settings
   configMap:
