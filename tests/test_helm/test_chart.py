@@ -388,6 +388,13 @@ def test_sparkapplication(helm: Helm) -> None:
         assert selector["spark-role"] == "driver"
         assert {k: v for k, v in selector.items() if k != "spark-role"}.items() <= driver["labels"].items()
     assert executor["labels"]["app.kubernetes.io/instance"] == "mirror"
+    # placement through the pod templates Spark merges itself (no operator webhook needed)
+    extras = helm.render("spark-extras.yaml").get("SparkApplication")["spec"]
+    for role in ("driver", "executor"):
+        pod = extras[role]["template"]["spec"]
+        assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert pod["tolerations"] == [{"key": "spark", "operator": "Exists", "effect": "NoSchedule"}]
+        assert "tolerations" not in extras[role]
     # the driver manages its executors through the API server
     assert r.get("ServiceAccount")["automountServiceAccountToken"] is True
     role = r.get("Role")
