@@ -91,6 +91,8 @@ COUNTERS: Final = (
     "unknown_records",  # record types this mirror does not know (never fatal)
     "decode_errors",  # rows the decoder could not decode (never fatal; kept in `errors`)
     "anomalies",  # records Kafka's own replay would reject (kept going, counted)
+    # codec v2:
+    "emptied",  # times the group became Empty from a state with members (its last member left)
 )
 MAX_KEPT_ERRORS: Final = 20
 
@@ -198,6 +200,7 @@ class Group:
         "last_leader",
         "last_position",
         "last_protocol",
+        "last_rebalance_ms",
         "leader",
         "members",
         "metadata_hash",
@@ -225,6 +228,9 @@ class Group:
         self.state_since_ms: int | None = None
         self.created_ms: int | None = None
         self.last_change_ms: int | None = None
+        # record time of the last completed rebalance (generation / assignment-epoch bump); None
+        # until one is seen -- and for state migrated from codec v1, until the next one
+        self.last_rebalance_ms: int | None = None
         # classic
         self.current_state_timestamp_ms: int | None = None  # K=2 V2+ currentStateTimestamp, raw
         # None until a K=2 record was seen (a simple group created by commits has no generation);

@@ -223,6 +223,8 @@ def set_state(g: Group, state: str, since_ms: int | None, src: Src, ctx: FoldCon
     before = g.state
     g.state = state
     g.state_since_ms = since_ms
+    if state == EMPTY and before != DEAD:
+        g.counters["emptied"] += 1  # the last member left (flapping Empty <-> Stable is counted here)
     p, o, t = src
     ctx.events.append(ev.StateChanged(g.group_id, p, o, t, before=before, after=state, since_ms=since_ms))
 
@@ -523,6 +525,7 @@ def replay_group_metadata(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> 
         skipped = 0 if old_gen is None else gen - old_gen - 1
         g.counters["rebalances"] += 1
         g.counters["skipped_generations"] += skipped
+        g.last_rebalance_ms = t
         ctx.events.append(
             ev.RebalanceCompleted(g.group_id, p, o, t, before=old_gen, after=gen, skipped=skipped)
         )
@@ -669,6 +672,7 @@ def _target_metadata(kind: str) -> Callable[[Group, Record[Any, Any], FoldContex
             skipped = 0 if old is None or old < 0 else max(0, new - old - 1)
             g.counters["rebalances"] += 1
             g.counters["skipped_generations"] += skipped
+            g.last_rebalance_ms = t
             ctx.events.append(
                 ev.RebalanceCompleted(
                     g.group_id,

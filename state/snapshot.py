@@ -124,6 +124,7 @@ def snapshot(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
         "state_since_ms": g.state_since_ms,
         "created_ms": g.created_ms,
         "last_change_ms": g.last_change_ms,
+        "last_rebalance_ms": g.last_rebalance_ms,
         "generation": g.generation,
         "protocol": g.protocol,
         "leader": g.leader,

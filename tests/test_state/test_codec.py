@@ -110,3 +110,34 @@ def test_size_per_offset_is_compact() -> None:
     assert g is not None
     blob = encode(g)
     assert len(blob) / 50 < 20, len(blob)  # ~16 bytes per committed offset
+
+
+V1_BLOB = Path(__file__).with_name("state_v1.bin")  # `_rich_group()` written by codec v1; never regenerate
+
+
+def test_frozen_v1_blob_migrates() -> None:
+    """v1 -> v2: everything v1 held survives; the fields v2 added get their 'unknown' defaults."""
+    blob = V1_BLOB.read_bytes()
+    assert blob_version(blob) == 1
+    migrated = decode(blob)
+    assert migrated.last_rebalance_ms is None  # v1 did not record it: unknown until the next one
+    assert migrated.counters["emptied"] == 0
+    fresh = _rich_group()
+    assert fresh.last_rebalance_ms is not None
+    fresh.last_rebalance_ms = None
+    assert migrated == fresh
+    assert set(migrated.counters) == set(COUNTERS)
+    assert decode(encode(migrated)) == migrated
+
+
+def test_v2_keeps_last_rebalance_and_emptied() -> None:
+    log = Log(partition=1)
+    log.classic("g", 1, [cm("a")])
+    log.tick(5_000).classic("g", 2, [cm("a"), cm("b")])
+    log.tick(5_000).classic("g", 2, [])
+    g = fold(None, log.records).group
+    assert g is not None
+    assert g.last_rebalance_ms == log.now_ms - 5_000 and g.counters["emptied"] == 1
+    blob = encode(g)
+    assert blob_version(blob) == 2 == CURRENT_VERSION
+    assert decode(blob) == g

@@ -464,3 +464,50 @@ def test_k848_target_and_metadata_tombstones() -> None:
     assert g is not None and g.targets == {} and g.assignment_epoch == -1
     assert g.topic_names == {"T": "t"}  # names learned stay learned
     assert g.state == "Assigning"  # group epoch 3 > assignment epoch -1
+
+
+# ------------------------------------------------------------ what the metrics need (codec v2)
+def test_last_rebalance_time_is_the_record_time_of_the_last_generation_bump() -> None:
+    log = Log()
+    log.new_empty_group("g")  # generation 0: no rebalance completed yet
+    g = fold(None, log.records).group
+    assert g is not None and g.last_rebalance_ms is None
+    log.tick(MIN).classic("g", 1, [cm("a")])
+    first = log.now_ms
+    log.tick(MIN).commit("g", "t", 0, 1)
+    log.tick(MIN).classic("g", 1, [cm("a")])  # same generation rewritten: no rebalance
+    g = fold(None, log.records).group
+    assert g is not None and g.last_rebalance_ms == first
+    log.tick(MIN).classic("g", 3, [cm("a"), cm("b")])  # 2 skipped, still one completion
+    g = fold(None, log.records).group
+    assert g is not None and g.last_rebalance_ms == log.now_ms
+    assert snapshot(g)["last_rebalance_ms"] == log.now_ms
+
+
+def test_last_rebalance_time_of_a_kip848_group_is_the_target_epoch_bump() -> None:
+    log = Log()
+    log.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)])})
+    bump = log.now_ms
+    log.tick(MIN).k848_member("k", "m2", ["t"])
+    log.k848_epoch("k", 2)  # group epoch only: Assigning, the rebalance has not completed
+    g = fold(None, log.records).group
+    assert g is not None and g.state == "Assigning" and g.last_rebalance_ms == bump
+    log.tick(MIN).k848_target_epoch("k", 2)
+    g = fold(None, log.records).group
+    assert g is not None and g.last_rebalance_ms == log.now_ms and g.counters["rebalances"] == 2
+
+
+def test_emptied_counts_each_time_the_last_member_left() -> None:
+    """Flapping Empty <-> Stable is a counter, so no transition is lost between two scrapes."""
+    log = Log()
+    log.new_empty_group("g")  # created Empty: not an emptying
+    for gen in range(1, 7, 2):
+        log.tick(MIN).classic("g", gen, [cm("a")])
+        log.tick(MIN).classic("g", gen + 1, [])
+    g = fold(None, log.records).group
+    assert g is not None and g.state == "Empty" and g.counters["emptied"] == 3
+    log2 = Log()
+    log2.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)])})
+    log2.k848_leave("k", "m1")
+    g2 = fold(None, log2.records).group
+    assert g2 is not None and g2.state == "Empty" and g2.counters["emptied"] == 1
