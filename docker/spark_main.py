@@ -1,7 +1,7 @@
 """spark-submit's main file in SparkApplication mode: the same CLI the image's entrypoint runs.
 
 The Spark Operator submits ``local:///opt/coordinator-mirror/main.py`` with the arguments
-``run --config /etc/coordinator-mirror/settings.yaml``; spark-submit starts this script as a child
+``run --config /etc/coordinator-mirror/config/settings.yaml``; spark-submit starts this script as a child
 of its JVM, so the container's SIGTERM never reaches it.  It records its pid for the driver's
 preStop hook (docker/stop-driver), which sends SIGTERM here so that the mirror stops its query
 between micro-batches before the pod goes away.

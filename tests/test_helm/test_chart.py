@@ -128,6 +128,28 @@ def test_no_null_fields(helm: Helm, case: str) -> None:
         assert not _nulls(doc), (doc["kind"], _nulls(doc))
 
 
+def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if doc["kind"] == "Deployment":
+        return list(doc["spec"]["template"]["spec"]["containers"])
+    if doc["kind"] == "SparkApplication":
+        return [
+            c for role in ("driver", "executor") for c in doc["spec"][role]["template"]["spec"]["containers"]
+        ]
+    return []
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_mount_inside_another(helm: Helm, case: str) -> None:
+    """A mount point inside a read-only volume (the settings ConfigMap, a Secret) or the read-only
+    root cannot be created: every mount path is a sibling of the others."""
+    for doc in helm.render(*CASES[case]).docs:
+        for container in _containers(doc):
+            paths = [m["mountPath"].rstrip("/") + "/" for m in container.get("volumeMounts", [])]
+            assert len(set(paths)) == len(paths), paths
+            nested = [(a, b) for a in paths for b in paths if a != b and b.startswith(a)]
+            assert not nested, (doc["kind"], container["name"], nested)
+
+
 @pytest.mark.parametrize(
     ("case", "kind", "path"),
     [
@@ -265,7 +287,7 @@ def test_deployment_runs_one_driver_safely(helm: Helm) -> None:
     assert pod["enableServiceLinks"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     [c] = pod["containers"]
-    assert c["args"] == ["run", "--config", "/etc/coordinator-mirror/settings.yaml"]
+    assert c["args"] == ["run", "--config", "/etc/coordinator-mirror/config/settings.yaml"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
@@ -350,7 +372,7 @@ def test_sparkapplication(helm: Helm) -> None:
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
     assert (spec["type"], spec["mode"], spec["sparkVersion"]) == ("Python", "cluster", "4.0.0")
     assert spec["mainApplicationFile"] == "local:///opt/coordinator-mirror/main.py"
-    assert spec["arguments"] == ["run", "--config", "/etc/coordinator-mirror/settings.yaml"]
+    assert spec["arguments"] == ["run", "--config", "/etc/coordinator-mirror/config/settings.yaml"]
     assert spec["restartPolicy"]["type"] == "Always"
     assert (
         spec["sparkConf"]["spark.driver.extraClassPath"] == "/opt/coordinator-mirror/jars/spark-kafka-4.0.0/*"

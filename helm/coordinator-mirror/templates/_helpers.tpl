@@ -57,7 +57,10 @@ app.kubernetes.io/component: mirror
 {{- end -}}
 
 {{/* Paths inside the image and the pod (docker/ and the Dockerfile define the image side). */}}
-{{- define "cm.settingsDir" -}}/etc/coordinator-mirror{{- end -}}
+{{- /* Siblings, never nested: a mount point inside the read-only ConfigMap volume cannot be
+created, so the Secrets are not mounted below the settings' directory. */ -}}
+{{- define "cm.settingsDir" -}}/etc/coordinator-mirror/config{{- end -}}
+{{- define "cm.secretsDir" -}}/etc/coordinator-mirror/secrets{{- end -}}
 {{- define "cm.settingsPath" -}}{{ include "cm.settingsDir" . }}/settings.yaml{{- end -}}
 {{- define "cm.localDirs" -}}/var/lib/spark/local{{- end -}}
 {{- define "cm.home" -}}/home/mirror{{- end -}}
@@ -231,7 +234,7 @@ Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
   mountPath: {{ include "cm.home" . }}
 {{- range .Values.secretMounts }}
 - name: {{ printf "secret-%s" .secretName | trunc 63 | trimSuffix "-" }}
-  mountPath: {{ default (printf "%s/secrets/%s" (include "cm.settingsDir" $) .secretName) .mountPath }}
+  mountPath: {{ default (printf "%s/%s" (include "cm.secretsDir" $) .secretName) .mountPath }}
   readOnly: true
 {{- end }}
 {{- with .Values.extraVolumeMounts }}
