@@ -60,11 +60,14 @@ ARG SPARK_VERSION=4.0.0
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /opt/java \
+    && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java/openjdk
 RUN groupadd --system --gid 10001 mirror \
     && useradd --system --uid 10001 --gid mirror --home-dir /home/mirror --create-home \
         --shell /usr/sbin/nologin mirror
-ENV VIRTUAL_ENV=/opt/coordinator-mirror/venv \
+ENV JAVA_HOME=/opt/java/openjdk \
+    VIRTUAL_ENV=/opt/coordinator-mirror/venv \
     PATH=/opt/coordinator-mirror/venv/bin:${PATH} \
     SPARK_HOME=/opt/coordinator-mirror/venv/lib/python3.11/site-packages/pyspark \
     PYSPARK_PYTHON=/opt/coordinator-mirror/venv/bin/python \
