@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming.metrics_catalogue import reason_class, record_type_label
 from streaming.settings import Settings
 from streaming.store import BatchStats, SnapshotStore
 
@@ -56,6 +57,45 @@ class BatchMarker:
             out.write(bytearray(json.dumps({"batch_id": batch_id}).encode()))
         finally:
             out.close()
+
+
+_TYPE_PREFIX = '{"type":"'
+
+
+def batch_tallies(events: list[str], errors: list[dict[str, Any]]) -> dict[tuple[str, ...], int]:
+    """What the mirror-level metrics count per batch (`SnapshotStore.tallies`): events by type,
+    expired offsets by origin and deleted groups by reason -- which outlive the groups' own series
+    -- and skipped records by status, record type and reason class.  An event's JSON starts with
+    its type (`state.events.Event.to_json`), so only the few events whose fields are counted are
+    parsed."""
+    out: dict[tuple[str, ...], int] = {}
+    for body in events:
+        if body.startswith(_TYPE_PREFIX):
+            etype = body[len(_TYPE_PREFIX) : body.find('"', len(_TYPE_PREFIX))]
+            ev = None
+        else:
+            ev = json.loads(body)
+            etype = str(ev.get("type"))
+        key: tuple[str, ...] = ("event", etype)
+        out[key] = out.get(key, 0) + 1
+        if etype == "offsets_expired":
+            ev = ev or json.loads(body)
+            key = ("offsets_expired", str(ev.get("origin") or "mirror"))
+            out[key] = out.get(key, 0) + int(ev.get("count") or 0)
+        elif etype == "group_deleted":
+            ev = ev or json.loads(body)
+            key = ("group_deleted", str(ev.get("reason") or "unknown"))
+            out[key] = out.get(key, 0) + 1
+    for err in errors:
+        status = str(err.get("status") or "error")
+        key = (
+            "skipped",
+            status,
+            record_type_label(err.get("record_type")),
+            reason_class(err.get("error_reason"), status),
+        )
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 class MirrorSink:
@@ -111,6 +151,7 @@ class MirrorSink:
             elif r.kind == "error":
                 errors.append(json.loads(r.body))
         self.store.apply(batch_id, snapshots)
+        self.store.add_tallies(batch_tallies(events, errors))
         if errors:
             self.store.add_errors(errors)
             self.store.count("undecodable_records", len(errors))

@@ -108,6 +108,9 @@ class SnapshotStore:
         #: recent undecodable / unknown records with their partition and offset (newest last)
         self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
         self.counters: dict[str, int] = {}
+        #: mirror-lifetime counts by key tuple, for the metrics: ("event", type),
+        #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
+        self.tallies: dict[tuple[str, ...], int] = {}
         self.failure: str | None = None
         self.applied_batch_id = -1
 
@@ -146,10 +149,19 @@ class SnapshotStore:
         with self._lock:
             self.counters[name] = self.counters.get(name, 0) + n
 
+    def add_tallies(self, counts: Mapping[tuple[str, ...], int]) -> None:
+        with self._lock:
+            for key, n in counts.items():
+                self.tallies[key] = self.tallies.get(key, 0) + n
+
     # -- reads (HTTP, metrics) -----------------------------------------------------------------
     def group(self, group_id: str) -> dict[str, Any] | None:
         with self._lock:
             return self._groups.get(group_id)
+
+    def tallies_snapshot(self) -> dict[tuple[str, ...], int]:
+        with self._lock:
+            return dict(self.tallies)
 
     def summaries(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -1,0 +1,452 @@
+"""The one metric catalogue: every series the mirror exports -- name, type, help, labels, unit.
+
+Read by the exporter (`streaming.metrics`), the dashboard and alert-rule generator
+(`dashboards/build.py`), their tests and the README's metrics table, so a name exists in exactly one
+place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
+``_bytes``, Unix timestamps as ``_timestamp_seconds``), counters end in ``_total``, and every
+series carries ``cluster_name`` (the setting of that name) so several mirrors can feed one
+Prometheus.
+
+Three scopes:
+
+* ``group`` -- one series (or a few) per consumer group, rendered at scrape time from the group's
+  latest snapshot.  Counters are the group's own counters from the log (`state.model.COUNTERS`):
+  monotonic for the group's life, recovered from the checkpoint across mirror restarts, and gone
+  with the group -- a deleted group's series disappear from the next scrape, and a group re-created
+  under the same id starts again from 0 (Prometheus sees a new series after a gap; ``increase()``
+  over a window spanning the gap treats it as a counter reset).
+* ``partition`` -- committed offset and commit time per (group, topic, partition), under the names
+  kafka-lag-exporter made familiar; switchable off and filterable by group regex (settings
+  ``metrics_per_partition``, ``metrics_group_regex``).  There is deliberately no lag: the end
+  offsets of user topics are not in ``__consumer_offsets``.
+* ``mirror`` -- the mirror itself: what it read and decoded, how far behind it is, batches, state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+MetricType = Literal["counter", "gauge", "histogram"]
+Scope = Literal["group", "partition", "mirror"]
+
+CLUSTER: Final = "cluster_name"
+GROUP: Final = "group"
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric family.  ``name`` is the name as exposed (counters with ``_total``)."""
+
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+    unit: str = ""
+    scope: Scope = "mirror"
+    #: where the value comes from (README table)
+    source: str = ""
+
+    @property
+    def family(self) -> str:
+        """prometheus_client's family name (it appends ``_total`` to counters itself)."""
+        return self.name.removesuffix("_total") if self.type == "counter" else self.name
+
+    @property
+    def sample_names(self) -> tuple[str, ...]:
+        """Names that appear in the exposition for this family."""
+        if self.type == "histogram":
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+
+# ----------------------------------------------------------------------------- label vocabularies
+#: states exported (one series each, 1 for the current) per kind -- Kafka's names.  Classic groups
+#: never show PreparingRebalance/CompletingRebalance: those states are never written to the log.
+GROUP_STATES: Final[dict[str, tuple[str, ...]]] = {
+    "classic": ("Empty", "Stable"),
+    "simple": ("Empty", "Stable"),
+    "consumer": ("Empty", "Assigning", "Reconciling", "Stable"),
+    "share": ("Empty", "Stable"),
+    "streams": ("Empty", "NotReady", "Assigning", "Reconciling", "Stable"),
+}
+#: ``window`` label values of the offsets-expiring gauge and their length in seconds
+EXPIRY_WINDOWS: Final[tuple[tuple[str, int], ...]] = (("1h", 3600), ("24h", 86400))
+#: batch duration histogram buckets, seconds
+BATCH_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: offset-commit (K=0/1) and group-metadata (K=2) value versions counted one by one
+VERSIONED_RECORD_TYPES: Final[dict[int, tuple[int, ...]]] = {1: (0, 1, 2, 3, 4), 2: (0, 1, 2, 3, 4)}
+
+#: per-group counters: snapshot ``counters`` key -> exported name
+GROUP_COUNTERS: Final[dict[str, tuple[str, str]]] = {
+    "records": ("coordinator_mirror_group_records_total", "Records of the group applied from the log."),
+    "rebalances": (
+        "coordinator_mirror_group_rebalances_total",
+        "Completed rebalances: generation (classic) or target assignment epoch (KIP-848/share/streams) "
+        "bumps seen in the log.",
+    ),
+    "skipped_generations": (
+        "coordinator_mirror_group_skipped_generations_total",
+        "Generations/epochs that never reached the log (rebalances that failed or were superseded).",
+    ),
+    "member_joins": ("coordinator_mirror_group_member_joins_total", "Members that joined the group."),
+    "member_leaves": ("coordinator_mirror_group_member_leaves_total", "Members that left the group."),
+    "member_replacements": (
+        "coordinator_mirror_group_member_replacements_total",
+        "Static members (group.instance.id) that came back with a new member id (KIP-345).",
+    ),
+    "leader_changes": ("coordinator_mirror_group_leader_changes_total", "Classic group leader changes."),
+    "emptied": (
+        "coordinator_mirror_group_emptied_total",
+        "Times the group became Empty because its last member left (flapping Empty <-> Stable).",
+    ),
+    "commits": ("coordinator_mirror_group_commits_total", "Offset commits applied (every committed value)."),
+    "offsets_expired": (
+        "coordinator_mirror_group_offsets_expired_total",
+        "Committed offsets that expired (by Kafka's retention rules, or broker tombstones past the "
+        "deadline).",
+    ),
+    "offsets_deleted": (
+        "coordinator_mirror_group_offsets_deleted_total",
+        "Committed offsets deleted by an admin operation (OffsetDelete / DeleteGroups).",
+    ),
+    "expiry_disagreements": (
+        "coordinator_mirror_group_expiry_disagreements_total",
+        "Times the broker's expiry tombstones and the mirror's retention rules disagreed.",
+    ),
+}
+
+
+def _g(name: str, type_: MetricType, help_: str, *labels: str, unit: str = "", source: str = "") -> MetricDef:
+    return MetricDef(name, type_, help_, (CLUSTER, GROUP, *labels), unit, "group", source)
+
+
+def _m(name: str, type_: MetricType, help_: str, *labels: str, unit: str = "", source: str = "") -> MetricDef:
+    return MetricDef(name, type_, help_, (CLUSTER, *labels), unit, "mirror", source)
+
+
+GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
+    _g(
+        "coordinator_mirror_group_info",
+        "gauge",
+        "Always 1: the group's kind (classic, simple, consumer, share, streams), Kafka group type, "
+        "protocol type and protocol (classic: the selected assignor; KIP-848: the server assignor).",
+        "kind",
+        "type",
+        "protocol_type",
+        "protocol",
+        source="snapshot kind/type/protocol_type/assignor",
+    ),
+    _g(
+        "coordinator_mirror_group_state",
+        "gauge",
+        "1 for the group's current state, 0 for the other states of its kind (Kafka's state names).",
+        "state",
+        source="snapshot state",
+    ),
+    _g(
+        "coordinator_mirror_group_state_since_timestamp_seconds",
+        "gauge",
+        "When the group entered its current state (Unix time).",
+        unit="seconds",
+        source="snapshot state_since_ms",
+    ),
+    _g(
+        "coordinator_mirror_group_epoch",
+        "gauge",
+        "Generation (classic) or group epoch (KIP-848/share/streams).",
+        source="snapshot generation / group_epoch",
+    ),
+    _g(
+        "coordinator_mirror_group_assignment_epoch",
+        "gauge",
+        "Target assignment epoch (KIP-848/share/streams groups only).",
+        source="snapshot assignment_epoch",
+    ),
+    _g("coordinator_mirror_group_members", "gauge", "Members of the group.", source="snapshot members"),
+    _g(
+        "coordinator_mirror_group_last_rebalance_timestamp_seconds",
+        "gauge",
+        "Record time of the group's last completed rebalance (Unix time); absent until one is seen.",
+        unit="seconds",
+        source="snapshot last_rebalance_ms",
+    ),
+    *(
+        _g(name, "counter", help_, source=f"snapshot counters.{key}")
+        for key, (name, help_) in GROUP_COUNTERS.items()
+    ),
+    _g(
+        "coordinator_mirror_group_offsets",
+        "gauge",
+        "Committed offsets (partitions) the group holds.",
+        source="snapshot offsets",
+    ),
+    _g(
+        "coordinator_mirror_group_last_commit_timestamp_seconds",
+        "gauge",
+        "Newest commit time over the group's committed offsets (Unix time).",
+        unit="seconds",
+        source="max(offsets[].commit_timestamp_ms)",
+    ),
+    _g(
+        "coordinator_mirror_group_next_offset_expiry_seconds",
+        "gauge",
+        "Seconds until the group's next committed offset expires under the cluster's retention "
+        "rules (0 when due); absent when no offset of the group can expire (e.g. a Stable group's "
+        "subscribed topics).",
+        unit="seconds",
+        source="min(offsets[].expires_at_ms) - now",
+    ),
+    _g(
+        "coordinator_mirror_group_offsets_expiring",
+        "gauge",
+        "Committed offsets of the group that expire within the window (1h, 24h).",
+        "window",
+        source="offsets[].expires_at_ms",
+    ),
+)
+
+PARTITION_METRICS: Final[tuple[MetricDef, ...]] = (
+    MetricDef(
+        "kafka_consumergroup_group_offset",
+        "gauge",
+        "Committed offset of the group for the partition (kafka-lag-exporter's name).",
+        (CLUSTER, GROUP, "topic", "partition"),
+        "",
+        "partition",
+        "offsets[].offset",
+    ),
+    MetricDef(
+        "kafka_consumergroup_group_commit_timestamp_seconds",
+        "gauge",
+        "When the committed offset of the partition was committed (Unix time).",
+        (CLUSTER, GROUP, "topic", "partition"),
+        "seconds",
+        "partition",
+        "offsets[].commit_timestamp_ms",
+    ),
+)
+
+MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
+    _m(
+        "coordinator_mirror_start_time_seconds",
+        "gauge",
+        "When this mirror's exporter started counting (Unix time): the mirror-level counters count "
+        "from here.",
+        unit="seconds",
+    ),
+    _m(
+        "coordinator_mirror_ready",
+        "gauge",
+        "1 once caught up with the end of __consumer_offsets seen at start.",
+    ),
+    _m("coordinator_mirror_query_healthy", "gauge", "1 while the streaming query runs, 0 once it failed."),
+    _m(
+        "coordinator_mirror_catchup_progress_ratio",
+        "gauge",
+        "Fraction of the start-time backlog of __consumer_offsets consumed (1 when ready).",
+        unit="ratio",
+    ),
+    _m(
+        "coordinator_mirror_partition_records_behind",
+        "gauge",
+        "Records (log positions) between the query's position and the end of the __consumer_offsets "
+        "partition.",
+        "partition",
+        source="readiness.behind()",
+    ),
+    _m(
+        "coordinator_mirror_records_behind",
+        "gauge",
+        "Records (log positions) behind the end of __consumer_offsets, all partitions.",
+        source="readiness.behind()",
+    ),
+    _m(
+        "coordinator_mirror_records_read_total",
+        "counter",
+        "Records read from __consumer_offsets (a collapsed commit row counts as the records it stands for).",
+        source="observed records",
+    ),
+    _m(
+        "coordinator_mirror_records_total",
+        "counter",
+        "Records read, by record type (Kafka's name, or the number when unknown) and value version "
+        "(offset commits and group metadata; 'other' = tombstones and versions not broken down).",
+        "record_type",
+        "value_version",
+        source="observed type_K / type_K_vV",
+    ),
+    _m(
+        "coordinator_mirror_prepared_rows_total",
+        "counter",
+        "Rows handed to the stateful step after collapsing repeated offset commits.",
+        source="observed rows",
+    ),
+    _m(
+        "coordinator_mirror_offset_commits_total",
+        "counter",
+        "Offset commit records read.",
+        source="observed commits",
+    ),
+    _m(
+        "coordinator_mirror_offset_tombstones_total",
+        "counter",
+        "Offset tombstones (deletions and expiries written by the broker) read.",
+        source="observed offset_tombstones",
+    ),
+    _m(
+        "coordinator_mirror_decode_errors_total",
+        "counter",
+        "Records of a known type that could not be decoded (counted, kept in GET /errors, skipped).",
+        source="observed errors",
+    ),
+    _m(
+        "coordinator_mirror_unknown_records_total",
+        "counter",
+        "Records of a type this mirror does not know (a newer broker; counted and skipped).",
+        source="observed unknown",
+    ),
+    _m(
+        "coordinator_mirror_skipped_records_total",
+        "counter",
+        "Records not applied, by status (error, unknown), record type and reason class.",
+        "status",
+        "record_type",
+        "reason",
+        source="sink error rows",
+    ),
+    _m(
+        "coordinator_mirror_events_total",
+        "counter",
+        "Change events emitted, by type (every group, deleted ones included).",
+        "type",
+        source="sink event rows",
+    ),
+    _m(
+        "coordinator_mirror_offsets_expired_total",
+        "counter",
+        "Committed offsets expired, all groups -- including groups deleted with them, whose own "
+        "series are gone -- by origin (mirror: its retention rules; broker: a tombstone past the "
+        "deadline).",
+        "origin",
+        source="offsets_expired events",
+    ),
+    _m(
+        "coordinator_mirror_groups_deleted_total",
+        "counter",
+        "Groups deleted, by reason (tombstone: the coordinator deleted it; expired: its offsets expired).",
+        "reason",
+        source="group_deleted events",
+    ),
+    _m(
+        "coordinator_mirror_groups",
+        "gauge",
+        "Groups mirrored, by state and kind.",
+        "state",
+        "kind",
+        source="snapshots",
+    ),
+    _m("coordinator_mirror_batches_total", "counter", "Micro-batches completed.", source="query progress"),
+    _m(
+        "coordinator_mirror_input_rows_total",
+        "counter",
+        "Rows the query read from its source.",
+        source="query progress numInputRows",
+    ),
+    _m(
+        "coordinator_mirror_batch_input_rows",
+        "gauge",
+        "Rows read by the last micro-batch.",
+        source="query progress numInputRows",
+    ),
+    _m(
+        "coordinator_mirror_batch_duration_seconds",
+        "histogram",
+        "Micro-batch duration (Spark's triggerExecution).",
+        unit="seconds",
+        source="query progress durationMs",
+    ),
+    _m(
+        "coordinator_mirror_batch_phase_seconds_total",
+        "counter",
+        "Time spent per micro-batch phase (Spark's durationMs keys: addBatch, queryPlanning, ...).",
+        "phase",
+        unit="seconds",
+        source="query progress durationMs",
+    ),
+    _m(
+        "coordinator_mirror_last_batch_timestamp_seconds",
+        "gauge",
+        "When the last micro-batch finished (Unix time).",
+        unit="seconds",
+        source="store.last_batch",
+    ),
+    _m(
+        "coordinator_mirror_state_rows",
+        "gauge",
+        "Rows in the streaming state store (groups kept by the stateful operator).",
+        source="query progress stateOperators",
+    ),
+    _m(
+        "coordinator_mirror_state_bytes",
+        "gauge",
+        "Memory used by the streaming state store.",
+        unit="bytes",
+        source="query progress stateOperators",
+    ),
+    _m(
+        "coordinator_mirror_exporter_series",
+        "gauge",
+        "Series in the previous /metrics exposition (watch the cardinality here).",
+    ),
+    _m(
+        "coordinator_mirror_exporter_render_seconds",
+        "gauge",
+        "Time the previous /metrics exposition took to collect.",
+        unit="seconds",
+    ),
+)
+
+CATALOGUE: Final[tuple[MetricDef, ...]] = (*GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS)
+BY_NAME: Final[dict[str, MetricDef]] = {m.name: m for m in CATALOGUE}
+#: every name that can appear in the exposition (histogram series included) -> its family
+SAMPLE_NAMES: Final[dict[str, MetricDef]] = {s: m for m in CATALOGUE for s in m.sample_names}
+
+
+def reason_class(reason: str | None, status: str | None) -> str:
+    """A bounded label for a decoder's free-text reason ("truncated: string of 5 bytes, 2 left" ->
+    "truncated"): byte counts and positions would make every bad record its own series."""
+    if status == "unknown":
+        return "unknown_record_type"
+    if not reason:
+        return "none"
+    text = reason.lower()
+    if text.startswith("unknown value version"):
+        return "unknown_version"
+    if text.startswith("internal decoder error"):
+        return "internal"
+    head = text.split(":", 1)[0].strip()
+    return head if head.isidentifier() and len(head) <= 32 else "other"
+
+
+def record_type_label(record_type: int | None) -> str:
+    """Kafka's record type name (OFFSET_COMMIT, GROUP_METADATA, ...), else the number."""
+    if record_type is None:
+        return "none"
+    from decoders import RECORD_TYPES
+
+    rt = RECORD_TYPES.get(int(record_type))
+    return rt.name if rt is not None else str(int(record_type))
+
+
+def metrics_table() -> str:
+    """The README's metrics table (markdown), generated from the catalogue."""
+    rows = [
+        "| name | type | labels | unit | scope | help |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in CATALOGUE:
+        labels = ", ".join(f"`{label}`" for label in m.labels)
+        text = m.help.replace("|", "\\|")
+        rows.append(f"| `{m.name}` | {m.type} | {labels} | {m.unit or '-'} | {m.scope} | {text} |")
+    return "\n".join(rows) + "\n"

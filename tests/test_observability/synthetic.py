@@ -1,0 +1,126 @@
+"""Synthetic but real mirrors for the exporter's tests and `bench/series.py`.
+
+Groups are built the way the mirror builds them: typed `decoders` records (the state tests'
+`Log` builder) folded by `state.replay.fold`, then `state.snapshot` + the driver's assignor
+enrichment, applied to a real `SnapshotStore`.  `FakeMirror` has exactly what the exporter reads
+from `streaming.app.Mirror`: settings, store, observed, progress_history, health().
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from state.model import Group
+from state.replay import fold
+from state.settings import Settings as StateSettings
+from state.snapshot import snapshot, summary
+from streaming.enrich import with_assignor
+from streaming.settings import Settings, load_settings
+from streaming.store import SnapshotStore
+from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
+
+#: 7-day retention, 4.x rules (Kafka's defaults)
+STATE_SETTINGS = StateSettings(retention_ms=7 * DAY, semantics="4.x", confirm_grace_ms=11 * MIN)
+
+
+class FakeMirror:
+    def __init__(self, settings: Settings, store: SnapshotStore | None = None) -> None:
+        self.settings = settings
+        self.store = store or SnapshotStore()
+        self.observed: dict[str, int] = {}
+        self.progress_history: list[dict[str, Any]] = []
+        self.healthy = True
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        return self.healthy, {}
+
+    def add_progress(self, batch_id: int, input_rows: int, trigger_ms: int, **phases: int) -> None:
+        self.progress_history.append(
+            {
+                "batch_id": batch_id,
+                "input_rows": input_rows,
+                "duration_ms": {"triggerExecution": trigger_ms, **phases},
+                "timestamp": "",
+                "state_rows": [len(self.store)],
+                "state_bytes": [1000 * len(self.store)],
+            }
+        )
+
+
+def settings(**overrides: Any) -> Settings:
+    base: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "cluster_name": "synthetic"}
+    return load_settings(**{**base, **overrides})
+
+
+def to_store_row(g: Group) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    return (
+        g.group_id,
+        with_assignor(snapshot(g, STATE_SETTINGS), "uniform"),
+        summary(g, STATE_SETTINGS),
+    )
+
+
+def stable_classic(
+    group_id: str, partitions: int, topics: int = 2, members: int = 2, generation: int = 3
+) -> Group:
+    """A Stable classic consumer group with ``partitions`` committed offsets over ``topics`` topics."""
+    log = Log(partition=hash(group_id) % 50)
+    names = [f"{group_id}.t{j}" for j in range(topics)]
+    ms = [cm(f"{group_id}-m{i}", names, instance_id=None) for i in range(members)]
+    for gen in range(1, generation + 1):
+        log.tick(MIN).classic(group_id, gen, ms, protocol="cooperative-sticky")
+    for p in range(partitions):
+        log.commit(group_id, names[p % topics], p // topics, 1000 + p)
+    g = fold(None, log.records, group_id=group_id).group
+    assert g is not None
+    return g
+
+
+def empty_classic(group_id: str, partitions: int, idle_ms: int) -> Group:
+    """A classic group whose last member left ``idle_ms`` ago (wall clock): its offsets expire
+    (Rule 2) 7 days after that."""
+    left_at = int(time.time() * 1000) - idle_ms
+    log = Log(partition=hash(group_id) % 50, now_ms=left_at - HOUR)
+    log.classic(group_id, 1, [cm(f"{group_id}-m0", ["e"])])
+    for p in range(partitions):
+        log.commit(group_id, "e", p, 5 + p)
+    log.tick(HOUR).classic(group_id, 2, [])
+    g = fold(None, log.records, group_id=group_id).group
+    assert g is not None
+    return g
+
+
+def kip848(group_id: str, partitions: int) -> Group:
+    log = Log(partition=hash(group_id) % 50)
+    log.k848_partition_metadata(group_id, {"TID": "k.t"})
+    log.k848_stable_group(
+        group_id, {"m1": (["k.t"], [tip("TID", *range(0, partitions, 2))]), "m2": (["k.t"], [tip("TID", 1)])}
+    )
+    for p in range(partitions):
+        log.commit(group_id, "k.t", p, 7 + p, topic_id="TID")
+    g = fold(None, log.records, group_id=group_id).group
+    assert g is not None
+    return g
+
+
+def synthetic_groups(n_groups: int, partitions: int) -> Iterator[Group]:
+    """A mixed population: 80% Stable classic, 15% Empty classic (expiring), 5% KIP-848."""
+    template_stable = stable_classic("tmpl", partitions)
+    for i in range(n_groups):
+        gid = f"group-{i:05d}"
+        if i % 20 == 0:
+            yield kip848(gid, partitions)
+        elif i % 20 < 4:
+            yield empty_classic(gid, partitions, idle_ms=(i % 7) * HOUR)
+        else:
+            g = template_stable.copy()  # folding 500k records per run costs more than the bench
+            g.group_id = gid
+            yield g
+
+
+def filled_store(n_groups: int, partitions: int) -> SnapshotStore:
+    store = SnapshotStore()
+    store.apply(0, (to_store_row(g) for g in synthetic_groups(n_groups, partitions)))
+    return store
