@@ -473,3 +473,15 @@ def test_dashboards_configmaps_carry_the_files(helm: Helm) -> None:
     )
     for m in [d for d in relabelled.all("ConfigMap") if "-dashboard-" in d["metadata"]["name"]]:
         assert m["metadata"]["labels"]["my_dashboards"] == "yes"
+
+
+def test_packaged_chart_renders_like_the_directory(helm: Helm, tmp_path: Path) -> None:
+    """`helm package` keeps what the templates read (files/ for the rules and dashboards)."""
+    proc = helm.run("package", str(CHART), "-d", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    [package] = tmp_path.glob("coordinator-mirror-*.tgz")
+    args = ["template", "mirror", "--namespace", NAMESPACE, "-f", str(VALUES_DIR / "monitoring.yaml")]
+    packaged = helm.run(*args[:2], str(package), *args[2:])
+    directory = helm.run(*args[:2], str(CHART), *args[2:])
+    assert packaged.returncode == 0, packaged.stderr
+    assert packaged.stdout == directory.stdout
