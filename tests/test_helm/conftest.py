@@ -1,4 +1,4 @@
-"""The chart and image tests' tools: helm, kubeconform and hadolint from .tools/ (`make k8s-tools`),
+"""The chart and image tests' tools: helm, kubeconform and hadolint from .tools/ (`make chart-tools`),
 and a renderer that runs the real helm binary.
 
 A missing tool or schema store FAILS the test (never skips), like every other test bench piece.
@@ -37,7 +37,7 @@ def tool(name: str) -> str:
     found = shutil.which(name)
     if found:
         return found
-    pytest.fail(f"missing test dependency: {name} (run `make k8s-tools` or `make setup`)", pytrace=False)
+    pytest.fail(f"missing test dependency: {name} (run `make chart-tools` or `make setup`)", pytrace=False)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Kubeconform:
         self.bin = tool("kubeconform")
         for needed in (SCHEMAS / "kubernetes", SCHEMAS / "crds"):
             if not needed.is_dir():
-                pytest.fail(f"missing schema store {needed} (run `make k8s-tools`)", pytrace=False)
+                pytest.fail(f"missing schema store {needed} (run `make chart-tools`)", pytrace=False)
 
     def validate(self, manifests: str, kube_version: str) -> list[dict[str, Any]]:
         """Every resource's result (kubeconform -output json -verbose)."""

@@ -1,4 +1,4 @@
-"""Build the offline schema store kubeconform validates the chart against (run by `make k8s-tools`).
+"""Build the offline schema store kubeconform validates the chart against (run by `make chart-tools`).
 
 kubeconform downloads schemas from GitHub by default; this project's machines and CI reach only
 package registries, so the schemas come from packages instead and are rewritten into the two
