@@ -143,6 +143,11 @@ $(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py
 	        | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/schemas-* && touch $@
 
+.PHONY: dashboards
+dashboards: venv ## regenerate dashboards/grafana/*.json and dashboards/prometheus/alerts.yaml, then the chart's copies
+	$(PY) -m dashboards.build
+	$(MAKE) --no-print-directory chart-assets
+
 .PHONY: chart-assets
 chart-assets: ## copy dashboards/grafana/*.json and dashboards/prometheus/alerts.yaml into the Helm chart
 	@test -d dashboards/grafana || { echo "dashboards/grafana/ does not exist yet" >&2; exit 1; }

@@ -1,0 +1,278 @@
+"""The alerting rules (a standard Prometheus rules file), generated from documented thresholds.
+
+Every threshold is a field of `Thresholds` with its default; users override them when rendering
+(``python -m dashboards.build --rules-out my-alerts.yaml --set storm_rebalances=10``) instead of
+editing the YAML.  Metric names go through `dashboards.grafana.metric`, so a rule cannot name a
+series the exporter does not have.
+
+Two patterns worth knowing:
+
+* **Counters whose first increase may predate the first scrape** (decode errors, unknown record
+  types, read in the first catch-up batch after a start): ``increase()`` needs two samples, so the
+  rule also fires when the counter is already above zero within one window of the exporter's
+  start (``coordinator_mirror_start_time_seconds``).
+* **Per-group counters vanish with their group**; groups deleted because their offsets expired are
+  counted by the mirror-level ``coordinator_mirror_groups_deleted_total{reason="expired"}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from dashboards.grafana import metric
+
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Alert thresholds and windows (Prometheus durations).  The defaults suit a production cluster
+    scraped every 15-60 s; the live test renders the same rules with seconds-long windows."""
+
+    #: RebalanceStorm: more than N completed rebalances of one group within the window, sustained
+    storm_rebalances: float = 5.0
+    storm_window: str = "10m"
+    storm_for: str = "15m"
+    #: Flapping: the group became Empty (its last member left) more than N times within the window
+    flapping_emptied: float = 2.0
+    flapping_window: str = "30m"
+    flapping_for: str = "5m"
+    #: OffsetsExpiringSoon: an Empty group's next offset expires in less than this many hours
+    expiring_hours: float = 24.0
+    expiring_for: str = "10m"
+    #: OffsetsExpired / GroupsExpired: any expiry within the window
+    expired_window: str = "15m"
+    #: DecodeErrors / UnknownRecordTypes: any within the window
+    decode_window: str = "15m"
+    #: NotReady: still catching up after this long (a large __consumer_offsets takes a while)
+    not_ready_for: str = "30m"
+    #: FallingBehind: more than N records behind the end of __consumer_offsets, sustained
+    behind_records: float = 100_000.0
+    behind_for: str = "15m"
+    #: QueryFailed: the streaming query stopped
+    query_failed_for: str = "2m"
+    #: extra labels on every alert (e.g. team, or a different severity policy)
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name.endswith(("_window", "_for")) and not _DURATION.match(str(v)):
+                raise ValueError(f"{f.name}: {v!r} is not a Prometheus duration (e.g. 30s, 10m, 1h)")
+
+    @classmethod
+    def with_overrides(cls, overrides: dict[str, Any]) -> Thresholds:
+        """From ``name=value`` overrides (strings from the command line are converted)."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for name, raw in overrides.items():
+            if name not in known:
+                raise ValueError(f"unknown threshold {name!r} (known: {', '.join(sorted(known))})")
+            kind = str(known[name].type)
+            value = raw
+            if isinstance(raw, str) and kind == "float":
+                value = float(raw)
+            elif isinstance(raw, str) and kind.startswith("dict"):
+                value = json.loads(raw)  # extra_labels='{"team": "platform"}'
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _appeared(name: str, window: str) -> str:
+    """A counter that went up within ``window`` -- or was already above 0 at the first scrapes
+    after the exporter started (then ``increase()`` has no earlier sample to compare with)."""
+    m = metric(name)
+    start = metric("coordinator_mirror_start_time_seconds")
+    return (
+        f"sum by (cluster_name) (increase({m}[{window}])) > 0\n"
+        f"or\n"
+        f"(sum by (cluster_name) ({m}) > 0\n"
+        f"  and on (cluster_name) (time() - max by (cluster_name) ({start})) < {_window_seconds(window)})"
+    )
+
+
+def _window_seconds(duration: str) -> int:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return int(sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration)))
+
+
+def _rule(  # noqa: PLR0917 - one positional row per alert reads like a table
+    alert: str, expr: str, for_: str, severity: str, summary: str, description: str, t: Thresholds
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": alert, "expr": expr}
+    if for_ not in ("0s", "0m"):
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, **t.extra_labels}
+    rule["annotations"] = {"summary": summary, "description": description}
+    return rule
+
+
+def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
+    t = t or Thresholds()
+    rebalances = metric("coordinator_mirror_group_rebalances_total")
+    emptied = metric("coordinator_mirror_group_emptied_total")
+    expiry = metric("coordinator_mirror_group_next_offset_expiry_seconds")
+    state = metric("coordinator_mirror_group_state")
+    expired = metric("coordinator_mirror_group_offsets_expired_total")
+    deleted = metric("coordinator_mirror_groups_deleted_total")
+    ready = metric("coordinator_mirror_ready")
+    behind = metric("coordinator_mirror_records_behind")
+    healthy = metric("coordinator_mirror_query_healthy")
+    groups = [
+        _rule(
+            "KafkaConsumerGroupRebalanceStorm",
+            f"sum by (cluster_name, group) (increase({rebalances}[{t.storm_window}]))"
+            f" > {_num(t.storm_rebalances)}",
+            t.storm_for,
+            "warning",
+            "Consumer group {{ $labels.group }} is in a rebalance storm",
+            f"Group {{{{ $labels.group }}}} on cluster {{{{ $labels.cluster_name }}}} completed "
+            f"{{{{ $value | humanize }}}} rebalances in the last {t.storm_window} (more than "
+            f"{_num(t.storm_rebalances)}, for {t.storm_for}). Every rebalance pauses consumption; "
+            "look for members that keep joining and leaving (crash loops, max.poll.interval.ms "
+            "exceeded, session timeouts) in the group detail dashboard.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupFlapping",
+            f"sum by (cluster_name, group) (increase({emptied}[{t.flapping_window}]))"
+            f" > {_num(t.flapping_emptied)}",
+            t.flapping_for,
+            "warning",
+            "Consumer group {{ $labels.group }} keeps flapping between Empty and Stable",
+            f"Group {{{{ $labels.group }}}} on cluster {{{{ $labels.cluster_name }}}} lost its last member "
+            f"{{{{ $value | humanize }}}} times in the last {t.flapping_window}: its consumers start, "
+            "join and all leave again (a crash loop, or a job that exits after each poll).",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupOffsetsExpiringSoon",
+            f"({expiry} < {_num(t.expiring_hours * 3600)})\n"
+            f'and on (cluster_name, group) ({state}{{state="Empty"}} == 1)',
+            t.expiring_for,
+            "warning",
+            "Committed offsets of the Empty group {{ $labels.group }} expire soon",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} has no members and its "
+            "next committed offset expires in {{ $value | humanizeDuration }} (offsets.retention.minutes). "
+            f"When the group restarts after that, it resumes from auto.offset.reset. Alert threshold: "
+            f"{_num(t.expiring_hours)}h.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupOffsetsExpired",
+            f"sum by (cluster_name, group) (increase({expired}[{t.expired_window}])) > 0",
+            "0m",
+            "warning",
+            "Committed offsets of {{ $labels.group }} expired",
+            "{{ $value | humanize }} committed offsets of group {{ $labels.group }} on cluster "
+            f"{{{{ $labels.cluster_name }}}} expired in the last {t.expired_window} (offsets of topics "
+            "the group no longer consumes, or of an idle group). Consumers of those partitions will "
+            "start from auto.offset.reset.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupsExpired",
+            f'sum by (cluster_name) (increase({deleted}{{reason="expired"}}[{t.expired_window}])) > 0',
+            "0m",
+            "warning",
+            "Consumer groups were deleted because their offsets expired",
+            f"{{{{ $value | humanize }}}} groups on cluster {{{{ $labels.cluster_name }}}} lost all "
+            f"committed offsets to expiry in the last {t.expired_window} and were deleted (their own "
+            "series are gone; the mirror's change events name them).",
+            t,
+        ),
+    ]
+    mirror = [
+        _rule(
+            "CoordinatorMirrorDecodeErrors",
+            _appeared("coordinator_mirror_decode_errors_total", t.decode_window),
+            "0m",
+            "warning",
+            "The coordinator mirror cannot decode records of __consumer_offsets",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} skipped records it could not decode in "
+            f"the last {t.decode_window} (GET /errors lists them with partition and offset; "
+            "coordinator_mirror_skipped_records_total says which record type and why). A broker "
+            "upgrade may have introduced a record version the mirror does not know yet.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorUnknownRecordTypes",
+            _appeared("coordinator_mirror_unknown_records_total", t.decode_window),
+            "0m",
+            "warning",
+            "__consumer_offsets holds record types the coordinator mirror does not know",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} read records of unknown types in the "
+            f"last {t.decode_window}: the brokers write a record type newer than this mirror (upgrade "
+            "it). The records are counted and skipped; the groups they belong to may be incomplete.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorNotReady",
+            f"{ready} == 0",
+            t.not_ready_for,
+            "warning",
+            "The coordinator mirror has not caught up with __consumer_offsets",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} is still catching up after "
+            f"{t.not_ready_for}; its group state is incomplete until it is ready.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorFallingBehind",
+            f"{behind} > {_num(t.behind_records)}\nand on (cluster_name) {ready} == 1",
+            t.behind_for,
+            "warning",
+            "The coordinator mirror is falling behind __consumer_offsets",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} is {{{{ $value | humanize }}}} records "
+            f"behind the end of __consumer_offsets (more than {_num(t.behind_records)} for {t.behind_for}): "
+            "its view of the groups is late. Check its batch duration and resources.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorQueryFailed",
+            f"{healthy} == 0",
+            t.query_failed_for,
+            "critical",
+            "The coordinator mirror's streaming query stopped",
+            "The streaming query of the mirror of cluster {{ $labels.cluster_name }} is not running "
+            "(GET /healthz has the error). Group state and metrics are frozen until it restarts.",
+            t,
+        ),
+    ]
+    return [
+        {"name": "coordinator-mirror.groups", "rules": groups},
+        {"name": "coordinator-mirror.mirror", "rules": mirror},
+    ]
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def rules_yaml(t: Thresholds | None = None) -> str:
+    header = (
+        "# Generated by `python -m dashboards.build` from dashboards/rules.py -- do not edit; override\n"
+        "# thresholds with `python -m dashboards.build --rules-out FILE --set NAME=VALUE` (README).\n"
+    )
+    body = yaml.dump(
+        {"groups": rule_groups(t)}, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True
+    )
+    return header + body

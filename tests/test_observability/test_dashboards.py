@@ -1,0 +1,127 @@
+"""The generated dashboards, rules and README table: up to date, well-formed, and naming only
+series the exporter has."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from dashboards import build
+from dashboards.grafana import GRID_WIDTH, STATE_CODES, metric, sel
+from dashboards.panels import DASHBOARDS, DETAIL_UID, HEALTH_UID, OVERVIEW_UID
+from streaming.metrics_catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
+
+from .promql import REPO, dashboard_queries, dashboards, metric_names, panels, rule_queries
+
+README = REPO / "README.md"
+TABLE_BEGIN = "<!-- metrics-table:begin (generated from streaming/metrics_catalogue.py) -->"
+TABLE_END = "<!-- metrics-table:end -->"
+
+
+def test_committed_files_are_what_the_generator_writes() -> None:
+    for path, content in build.generated().items():
+        assert path.exists(), f"{path} missing: run `make dashboards`"
+        assert path.read_text() == content, f"{path} differs from the generator: run `make dashboards`"
+    assert build.main(["--check"]) == 0
+    assert {p.name for p in build.GRAFANA_DIR.glob("*.json")} == set(DASHBOARDS)
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "alerts.yaml"
+    fake.write_text("groups: []\n")
+    monkeypatch.setattr(build, "RULES_FILE", fake)
+    monkeypatch.setattr(build, "generated", lambda: {fake: "groups: [x]\n"})
+    assert build.main(["--check"]) == 1
+    assert fake.read_text() == "groups: []\n"  # --check writes nothing
+    assert build.main([]) == 0 and fake.read_text() == "groups: [x]\n"
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_dashboard_structure(name: str) -> None:
+    dash = dashboards()[name]
+    assert dash["uid"] in {OVERVIEW_UID, DETAIL_UID, HEALTH_UID}
+    assert len(dash["uid"]) <= 40 and re.fullmatch(r"[a-z0-9-]+", dash["uid"])
+    assert dash["title"] and dash["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
+    assert variables["cluster"]["type"] == "query"
+    if dash["uid"] == DETAIL_UID:
+        assert variables["group"]["type"] == "query" and not variables["group"]["multi"]
+    ids = [p["id"] for p in panels(dash)]
+    assert len(ids) == len(set(ids))
+    occupied: set[tuple[int, int]] = set()
+    for p in panels(dash):
+        pos = p["gridPos"]
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= GRID_WIDTH, (p["title"], pos)
+        cells = {
+            (x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])
+        }
+        assert not cells & occupied, f"{p['title']} overlaps another panel"
+        occupied |= cells
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+        assert p["description"], p["title"]
+        assert p["targets"], p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs))
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}"
+            assert '$cluster"' in t["expr"], (p["title"], t["expr"])  # every query is per cluster
+            if dash["uid"] == DETAIL_UID and p["title"] not in ("Kind · protocol",):
+                assert "$group" in t["expr"], (p["title"], t["expr"])
+    for a in dash["annotations"]["list"]:
+        if "expr" in a:
+            assert a["datasource"]["uid"] == "${datasource}" and "$group" in a["expr"]
+
+
+def test_detail_dashboard_has_change_annotations() -> None:
+    detail = dashboards()["consumer-group-detail.json"]
+    names = {a["name"] for a in detail["annotations"]["list"]}
+    assert {"Rebalances", "State changes", "Members joined or left"} <= names
+
+
+def test_state_timelines_map_every_state_code() -> None:
+    for dash in dashboards().values():
+        for p in panels(dash):
+            if p["type"] == "state-timeline":
+                options = p["fieldConfig"]["defaults"]["mappings"][0]["options"]
+                assert {v["text"] for v in options.values()} == set(STATE_CODES)
+
+
+def test_every_query_names_only_catalogue_series() -> None:
+    seen: set[str] = set()
+    queries = [q for name, d in dashboards().items() for q in dashboard_queries(d, name)]
+    queries += list(rule_queries())
+    for q in queries:
+        names = metric_names(q.expr)
+        assert names or q.kind == "variable", f"{q.dashboard} / {q.where}: selects no metric: {q.expr}"
+        unknown = names - set(SAMPLE_NAMES)
+        assert not unknown, f"{q.dashboard} / {q.where}: not in the catalogue: {unknown}"
+        seen |= names
+    # and every series the exporter pays for is shown or alerted on somewhere
+    families = {SAMPLE_NAMES[n].name for n in seen}
+    assert {m.name for m in CATALOGUE} - families == set()
+
+
+def test_builder_refuses_unknown_metrics() -> None:
+    with pytest.raises(KeyError):
+        metric("coordinator_mirror_group_lag")
+    with pytest.raises(KeyError):
+        sel("kafka_consumergroup_group_lag")
+
+
+def test_readme_has_exactly_the_generated_metrics_table() -> None:
+    text = README.read_text()
+    assert text.count(TABLE_BEGIN) == 1 and text.count(TABLE_END) == 1, "README metrics table markers"
+    inside = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
+    assert inside.strip("\n") == metrics_table().strip("\n"), (
+        "README metrics table is stale: paste `python -c 'from streaming.metrics_catalogue import "
+        "metrics_table; print(metrics_table())'` between the markers"
+    )
+    for m in CATALOGUE:
+        assert f"`{m.name}`" in inside
