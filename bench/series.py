@@ -43,7 +43,7 @@ def main() -> int:
         f"({args.groups * args.partitions:,} committed offsets), built in {time.perf_counter() - t0:.1f}s"
     )
     gc.collect()
-    cases = [
+    cases: list[tuple[str, dict[str, object]]] = [
         ("per-partition on", {"metrics_per_partition": True}),
         ("per-partition off", {"metrics_per_partition": False}),
         ("regex: 10% of groups", {"metrics_group_regex": r"^group-\d{4}0$"}),

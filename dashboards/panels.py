@@ -599,11 +599,12 @@ def health() -> dict[str, Any]:
             [
                 target(
                     "sum by (cluster_name, status, record_type, reason) "
-                    f"(increase({sel(f'{m}skipped_records_total')}[$__range])) > 0",
+                    f"({sel(f'{m}skipped_records_total')})",
                     table=True,
                 )
             ],
-            "What the mirror could not read in the time range, by record type and reason.",
+            "Records the mirror could not read since it started, by status, record type and reason "
+            "class (a series appears with its first record: totals, not increase(), show it).",
             rename={"Value": "records", "cluster_name": "cluster"},
             sort_by="records",
             desc=True,

@@ -28,6 +28,8 @@ class Query:
     where: str  # panel title / annotation name / variable name
     expr: str
     kind: str  # "panel", "annotation", "variable"
+    panel_id: int | None = None
+    instant: bool = False
 
 
 def dashboards() -> dict[str, dict[str, Any]]:
@@ -43,7 +45,7 @@ def panels(dash: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def dashboard_queries(dash: dict[str, Any], name: str) -> Iterator[Query]:
     for p in panels(dash):
         for t in p.get("targets", []):
-            yield Query(name, p["title"], t["expr"], "panel")
+            yield Query(name, p["title"], t["expr"], "panel", p["id"], bool(t.get("instant")))
     for a in dash["annotations"]["list"]:
         if "expr" in a:
             yield Query(name, a["name"], a["expr"], "annotation")

@@ -1,0 +1,371 @@
+"""End to end: a real Prometheus scrapes real mirrors during a rebalance storm, evaluates the generated
+rules (seconds-long windows), and answers every dashboard query.
+
+Two mirrors share the session's Spark context, both scraped by one Prometheus (scrape and rule
+evaluation every second, loopback, tmp storage):
+
+* ``live`` -- the session broker, where this test drives a rebalance storm (`Churn`: a member
+  joins and leaves every second or so), a group flapping between Empty and Stable (its only member
+  joins and leaves), a calm Stable group (`classic_range`), an Empty group with committed offsets
+  (`kafka_python_empty`, expiring in 7 days) and a KIP-848 group (`kip848_consumer`);
+* ``replay`` -- a capture file with a record type and a value version no broker wrote yet, and a
+  good commit after them (what a broker upgrade would put in front of the mirror).
+
+Asserted: the storm alert fires for the stormy group and never for the calm one; the flapping and
+offsets-expiring-soon alerts fire for their groups; the decode-error and unknown-type alerts fire
+for ``replay`` only; every dashboard panel's query and annotation returns data (group detail: for
+at least one of the groups, the core panels for every one), and the template variables resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboards.build import main as build_main
+from tests.conftest import require
+
+from .promql import dashboard_queries, dashboards, label_values, substitute
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.prometheus, pytest.mark.slow]
+
+#: the rules as rendered for this test: windows of seconds instead of minutes
+LIVE_THRESHOLDS = {
+    "storm_rebalances": "3",
+    "storm_window": "30s",
+    "storm_for": "5s",
+    "flapping_emptied": "1",
+    "flapping_window": "60s",
+    "flapping_for": "3s",
+    "expiring_hours": "200",  # the Empty group's offsets expire in 7 days (168 h)
+    "expiring_for": "3s",
+    "decode_window": "60s",
+}
+#: panels of the group detail dashboard that must have data for every group of the workload
+CORE_DETAIL_PANELS = {"State", "Kind · protocol", "Generation / epoch", "Members"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+class Prometheus:
+    """A Prometheus server of our own (Debian's package), on loopback, storage in tmp."""
+
+    def __init__(self, workdir: Path, targets: list[str], rules: Path) -> None:
+        require(shutil.which("prometheus") is not None, "prometheus (Debian package prometheus)")
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            json.dumps(
+                {
+                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(rules)],
+                    "scrape_configs": [
+                        {"job_name": "coordinator-mirror", "static_configs": [{"targets": targets}]}
+                    ],
+                }
+            )
+        )
+        self.log = (workdir / "prometheus.log").open("w")
+        self.proc = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert self.proc.poll() is None, f"prometheus exited: {(workdir / 'prometheus.log').read_text()}"
+            assert time.monotonic() < deadline, "prometheus not ready within 60s"
+            time.sleep(0.3)
+
+    def api(self, path: str, **params: Any) -> Any:
+        body = _get(f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params, doseq=True)}")
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return list(self.api("alerts")["alerts"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+
+
+# ------------------------------------------------------------------------------------- workload
+def _s(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def hostile_capture(path: Path) -> None:
+    """A record type no broker wrote yet (K=99), an offset commit value version 42, then a good
+    commit of the same group: counted, skipped, and the stream goes on."""
+    from streaming.capture_format import CapturedRecord, CaptureHeader, write_capture
+
+    t = int(time.time() * 1000)
+    key = struct.pack(">h", 1) + _s("replayed-group") + _s("orders") + struct.pack(">i", 0)
+    records = [
+        CapturedRecord(0, 0, t, key, struct.pack(">hqi", 3, 41, -1) + _s("") + struct.pack(">q", t)),
+        CapturedRecord(0, 1, t, struct.pack(">h", 99) + _s("from-the-future"), b"\x00\x00\x01"),
+        CapturedRecord(0, 2, t, key, struct.pack(">h", 42) + b"\x00" * 20),
+        CapturedRecord(0, 3, t, key, struct.pack(">hqi", 3, 42, -1) + _s("") + struct.pack(">q", t)),
+    ]
+    write_capture(path, CaptureHeader(source="test_live"), records)
+
+
+class Flapper:
+    """A group whose only member joins and leaves, again and again: Empty <-> Stable."""
+
+    def __init__(self, lab: Any, group: str, topic: str) -> None:
+        self.lab, self.group, self.topic = lab, group, topic
+        self.cycles = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"flap-{group}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            m = self.lab.member(self.group, [self.topic], name="flap")
+            self._stop.wait(2.0)
+            m.close()
+            self.cycles += 1
+            self._stop.wait(1.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+@dataclass
+class Live:
+    prometheus: Prometheus
+    groups: dict[str, str]  # role -> group id
+    mirrors: dict[str, Any]  # cluster name -> Mirror
+    started: float  # monotonic time Prometheus started scraping
+
+
+@pytest.fixture(scope="module")
+def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    from streaming.app import Mirror
+    from streaming.local.lab import Lab
+    from streaming.local.scenarios import SCENARIOS, Churn
+    from streaming.settings import load_settings
+
+    require(shutil.which("prometheus") is not None, "prometheus (Debian package prometheus)")
+    work = tmp_path_factory.mktemp("live")
+    lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id=f"obs{int(time.time()) % 100000}")
+    closables: list[Any] = []
+    mirrors: dict[str, Any] = {}
+    prometheus = None
+    try:
+        calm = SCENARIOS["classic_range"].fn(lab)
+        empty = SCENARIOS["kafka_python_empty"].fn(lab)
+        modern = SCENARIOS["kip848_consumer"].fn(lab)
+        storm_group, flap_group = lab.name("storm"), lab.name("flap")
+        churn = Churn(lab, storm_group, lab.topic("storm-t", partitions=2), period_s=1.0)
+        closables.append(churn)
+        closables.append(Flapper(lab, flap_group, lab.topic("flap-t", partitions=1)))
+
+        common = {"trigger_interval_s": 1.0, "shuffle_partitions": 2, "http_port": 0}
+        mirrors["live"] = Mirror(
+            load_settings(
+                bootstrap_servers=kafka.bootstrap,
+                checkpoint_location=str(work / "ckpt-live"),
+                cluster_name="live",
+                **common,
+            ),
+            spark=spark,
+        ).start()
+        capture = work / "in" / "hostile.jsonl"
+        hostile_capture(capture)
+        # a second session of the same context: its own streaming query manager (query names are
+        # unique per session), the same executors and connector jars
+        mirrors["replay"] = Mirror(
+            load_settings(
+                source="capture",
+                capture_path=capture,
+                checkpoint_location=str(work / "ckpt-replay"),
+                cluster_name="replay",
+                **common,
+            ),
+            spark=spark.newSession(),
+        ).start()
+        assert mirrors["live"].wait_ready(180), mirrors["live"].store.readiness.to_json()
+
+        rules = work / "alerts-live.yaml"
+        args = ["--rules-out", str(rules)]
+        for k, v in LIVE_THRESHOLDS.items():
+            args += ["--set", f"{k}={v}"]
+        assert build_main(args) == 0
+        targets = [urllib.parse.urlsplit(m.http.url).netloc for m in mirrors.values()]
+        prometheus = Prometheus(work, targets, rules)
+        groups = {
+            "storm": storm_group,
+            "flap": flap_group,
+            "calm": next(iter(calm.groups)),
+            "empty": next(iter(empty.groups)),
+            "kip848": next(iter(modern.groups)),
+        }
+        yield Live(prometheus, groups, mirrors, time.monotonic())
+    finally:
+        if prometheus is not None:
+            prometheus.stop()
+        for c in closables:
+            c.close()
+        for m in mirrors.values():
+            m.stop()
+        lab.close()
+
+
+def _firing(alerts: list[dict[str, Any]], name: str, **labels: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in alerts
+        if a["labels"]["alertname"] == name
+        and a["state"] == "firing"
+        and all(a["labels"].get(k) == v for k, v in labels.items())
+    ]
+
+
+def test_alerts_fire_for_the_storm_and_not_for_the_calm_group(live: Live) -> None:
+    g = live.groups
+    wanted = {
+        "storm": ("KafkaConsumerGroupRebalanceStorm", {"cluster_name": "live", "group": g["storm"]}),
+        "flapping": ("KafkaConsumerGroupFlapping", {"cluster_name": "live", "group": g["flap"]}),
+        "expiring": ("KafkaConsumerGroupOffsetsExpiringSoon", {"cluster_name": "live", "group": g["empty"]}),
+        "decode": ("CoordinatorMirrorDecodeErrors", {"cluster_name": "replay"}),
+        "unknown": ("CoordinatorMirrorUnknownRecordTypes", {"cluster_name": "replay"}),
+    }
+    seen: dict[str, dict[str, Any]] = {}
+    calm_ever: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and len(seen) < len(wanted):
+        alerts = live.prometheus.alerts()
+        calm_ever += [a for a in alerts if a["labels"].get("group") == g["calm"]]
+        for key, (name, labels) in wanted.items():
+            if key not in seen and (hits := _firing(alerts, name, **labels)):
+                seen[key] = hits[0]
+        time.sleep(1)
+    missing = set(wanted) - set(seen)
+    assert not missing, (
+        f"never fired: {missing}; alerts now: {json.dumps(live.prometheus.alerts(), indent=1)[:4000]}"
+    )
+    # the storm alert's annotation names the group and renders its value
+    assert g["storm"] in seen["storm"]["annotations"]["summary"]
+    assert "rebalances in the last 30s" in seen["storm"]["annotations"]["description"]
+    # the calm group never even reached pending, and the live cluster decodes cleanly
+    assert not calm_ever, calm_ever
+    alerts = live.prometheus.alerts()
+    assert not _firing(alerts, "KafkaConsumerGroupRebalanceStorm", group=g["calm"])
+    assert not _firing(alerts, "CoordinatorMirrorDecodeErrors", cluster_name="live")
+    assert not _firing(alerts, "CoordinatorMirrorUnknownRecordTypes", cluster_name="live")
+    assert not _firing(alerts, "CoordinatorMirrorQueryFailed")
+    # what Prometheus saw is what the mirror counted
+    rebalances = live.prometheus.api(
+        "query", query=f'coordinator_mirror_group_rebalances_total{{group="{g["storm"]}"}}'
+    )["result"]
+    snapshot = live.mirrors["live"].store.group(g["storm"])
+    assert rebalances and snapshot is not None
+    assert 3 < float(rebalances[0]["value"][1]) <= snapshot["counters"]["rebalances"]
+
+
+def _has_data(result: dict[str, Any]) -> bool:
+    if result["resultType"] in ("vector", "matrix"):
+        return any(r.get("values") or r.get("value") for r in result["result"])
+    return result["result"] is not None
+
+
+def _evaluate(prometheus: Prometheus, expr: str, instant: bool, end: float) -> dict[str, Any]:
+    if instant:
+        return dict(prometheus.api("query", query=expr, time=end))
+    return dict(prometheus.api("query_range", query=expr, start=end - 120, end=end, step=5))
+
+
+def test_every_dashboard_query_returns_data(live: Live) -> None:
+    # the alerts test ran first (module order); make sure there are minutes of data in any case
+    while time.monotonic() < live.started + 75:
+        time.sleep(2)
+    end = time.time()
+    prom = live.prometheus
+    empty_queries: list[str] = []
+    per_panel: dict[tuple[str, int], set[str]] = {}  # group detail: groups with data, per panel
+    checked = 0
+    for name, dash in dashboards().items():
+        detail = any(v["name"] == "group" for v in dash["templating"]["list"])
+        for q in dashboard_queries(dash, name):
+            if q.kind == "variable":
+                continue  # test_template_variables_resolve
+            candidates = list(live.groups.values()) if detail else [""]
+            with_data = set()
+            for group in candidates:
+                variables = {"cluster": "live" if detail else ".*", "group": group}
+                if _has_data(_evaluate(prom, substitute(q.expr, variables), q.instant, end)):
+                    with_data.add(group)
+                checked += 1
+            if not with_data:
+                empty_queries.append(f"{name} / {q.where}: {q.expr}")
+            if detail and q.panel_id is not None and q.where in CORE_DETAIL_PANELS:
+                per_panel.setdefault((q.where, q.panel_id), set()).update(with_data)
+    assert not empty_queries, "queries without data:\n" + "\n".join(empty_queries)
+    assert len(per_panel) >= len(CORE_DETAIL_PANELS)
+    for (title, _), groups in per_panel.items():
+        missing = set(live.groups.values()) - groups
+        assert not missing, f"group detail / {title} has no data for {missing}"
+    assert checked > 100
+
+
+def test_template_variables_resolve(live: Live) -> None:
+    prom = live.prometheus
+    for name, dash in dashboards().items():
+        for v in dash["templating"]["list"]:
+            if v["type"] != "query":
+                continue
+            selector, label = label_values(v["definition"])
+            params: dict[str, Any] = {}
+            if selector:
+                params["match[]"] = substitute(selector, {"cluster": "live"})
+            values = prom.api(f"label/{label}/values", **params)
+            if v["name"] == "cluster":
+                assert {"live", "replay"} <= set(values), (name, values)
+            if v["name"] == "group":
+                assert set(live.groups.values()) <= set(values), (name, values)
