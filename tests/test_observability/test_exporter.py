@@ -271,6 +271,16 @@ def test_mirror_level_values(mixed: FakeMirror) -> None:
     assert value(s, "coordinator_mirror_groups_deleted_total", reason="expired") == 0
 
 
+def test_a_failing_health_check_reads_as_an_unhealthy_query() -> None:
+    m = mirror_with(stable_classic("g", 1))
+
+    def broken() -> tuple[bool, dict[str, Any]]:
+        raise ConnectionError("py4j gateway is gone")
+
+    m.health = broken  # type: ignore[method-assign]
+    assert value(parse(exposition(m)[0]), "coordinator_mirror_query_healthy") == 0
+
+
 def test_progress_is_folded_once_per_batch() -> None:
     m = mirror_with(stable_classic("g", 1))
     m.add_progress(5, 10, 100)
