@@ -27,7 +27,11 @@ commit of a partition can be its stored value (newest log position wins), and ev
 sits *earlier* in the log than the kept one, so no kept row moves across a group record.  What it
 changes, knowingly: the ``group_created`` event of a simple group is stamped with the first *kept*
 commit; a dropped commit/tombstone pair of the same partition disappears (no ``offsets_deleted``
-event for it, no disagreement check); ``records`` counts rows, ``commits`` counts ``n_commits``.
+event for it, no disagreement check).  Counters stay independent of batching: ``commits`` counts
+``n_commits`` and ``records`` counts ``n_commits + n_tombstones`` (the records a row stands for)
+when the caller provides those columns.  The Spark job (`streaming.prepare`) collapses only runs
+of consecutive commits and keeps each run's first and last row, so neither of the two changes
+above occurs there: a restart at any batch boundary ends in the same state.
 Commits must never be collapsed *across* a tombstone of the same partition into a row before it.
 """
 
@@ -68,6 +72,7 @@ _INT_COLUMNS = (
     "source_offset",
     "source_timestamp_ms",
     "n_commits",
+    "n_tombstones",
 )
 _STR_COLUMNS = ("status", "group_id", "topic", "metadata", "topic_id")
 _STR_TYPES = frozenset({str, type(None)})
@@ -206,6 +211,15 @@ def _apply_commit_run(
     sp = col("source_partition")
     so = col("source_offset")
     counts = col("n_commits") if "n_commits" in cols else None
+    tomb_counts = col("n_tombstones") if "n_tombstones" in cols else None
+
+    def records_at(i: int) -> int:
+        """How many log records row ``i`` stands for (collapsed rows stand for several)."""
+        if counts is None or tomb_counts is None:
+            return 1
+        c, t = counts[i] or 0, tomb_counts[i] or 0
+        return max(1, c + t)
+
     if (g is None or not g.pending) and True not in tomb:
         if g is None:
             g = Group(cols["group_id"][lo])
@@ -241,7 +255,9 @@ def _apply_commit_run(
         ctx.commit_topics.update(topics)
         last = (sp[-1], so[-1], cols["source_timestamp_ms"][hi - 1])
         ctx.last_src["commit"] = last
-        g.counters["records"] += n
+        g.counters["records"] += (
+            n if counts is None or tomb_counts is None else sum(map(records_at, range(n)))
+        )
         g.last_position = (last[0], last[1])
         g.last_change_ms = last[2]
         return g
@@ -268,7 +284,7 @@ def _apply_commit_run(
         if g.kind is None and not g.offsets and not g.pending:
             g = None  # as apply_record: nothing left for this id
             continue
-        g.counters["records"] += 1
+        g.counters["records"] += records_at(i)
         g.last_position = (src[0], src[1])
         g.last_change_ms = src[2]
     return g

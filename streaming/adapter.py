@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 STATE_DDL: Final = "codec_version int, blob binary"
@@ -108,14 +109,13 @@ def make_group_function(
         df = None
         if parts:
             df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            # Spark does not keep log order inside a group (spark-notes §2.4): restore it.
-            df = df.sort_values(["source_partition", "source_offset"], kind="stable", ignore_index=True)
+            df = _in_log_order(df)
         rows: list[tuple[Any, ...]] = []
-        if df is not None and (df["status"] != "ok").any():
+        if df is not None and (df["status"].to_numpy() != "ok").any():
             rows.extend(_error_rows(group_id, df))
         if group_id is None:  # records whose key did not even yield a group id: errors only
             if rows:
-                yield pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+                yield _frame(rows)
             return
 
         group = codec.decode(gstate.get[1]) if gstate.exists else None
@@ -170,6 +170,32 @@ def make_group_function(
                     )
                 )
         if rows:
-            yield pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+            yield _frame(rows)
 
     return fold_group
+
+
+def _in_log_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Spark does not keep log order inside a group (spark-notes §2.4): restore it.  Usually the
+    rows are already in order (one Kafka partition, one task), so check before sorting -- a pandas
+    multi-key sort costs more than the whole fold of a typical group."""
+    partition = df["source_partition"].to_numpy()
+    offset = df["source_offset"].to_numpy()
+    if len(offset) < 2:
+        return df
+    if (partition[1:] == partition[:-1]).all() and (offset[1:] >= offset[:-1]).all():
+        return df
+    order = np.lexsort((offset, partition))
+    return df.take(order).reset_index(drop=True)
+
+
+_COLUMN_INDEX: Final = pd.Index(OUTPUT_COLUMNS)
+
+
+def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    # One DataFrame per group and trigger is applyInPandasWithState's unit of output, so its
+    # construction is on the hot path: a 2-D object array with prebuilt indexes and no dtype
+    # inference costs ~11 us, a list of tuples ~85 us.
+    data = np.empty((len(rows), len(OUTPUT_COLUMNS)), dtype=object)
+    data[:] = rows
+    return pd.DataFrame(data, index=pd.RangeIndex(len(rows)), columns=_COLUMN_INDEX, dtype=object, copy=False)

@@ -78,7 +78,7 @@ class Mirror:
         self.recovered_groups = 0
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
-        self._listener: Any = None
+        self._progress_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._owns_session = spark is None
@@ -102,8 +102,11 @@ class Mirror:
         self._init_readiness()
         self._ensure_output_topics()
         self.recovered_groups = self._recover_store()
-        self._install_listener()
         self.query = self._start_query()
+        self._progress_thread = threading.Thread(
+            target=self._poll_progress, name="mirror-progress", daemon=True
+        )
+        self._progress_thread.start()
         if self.serve_http:
             from streaming.api import MirrorHTTPServer
 
@@ -190,47 +193,47 @@ class Mirror:
         return query
 
     # -- progress ---------------------------------------------------------------------------------
-    def _install_listener(self) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
+    def _poll_progress(self) -> None:
+        """Follow the query's progress (positions, observed decode counts, batch stats).
 
-        mirror = self
-
-        class _Listener(StreamingQueryListener):  # type: ignore[misc]
-            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's API
-                try:
-                    mirror._on_progress(event.progress)
-                except Exception:  # a listener must never throw into Spark's bus
-                    log.exception("progress handling failed")
-
-            def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's API
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's API
-                if mirror.query is not None and str(event.id) == str(mirror.query.id) and event.exception:
-                    mirror.store.failure = str(event.exception)
-
-        assert self.spark is not None
-        self._listener = _Listener()
-        self.spark.streams.addListener(self._listener)
+        Polls ``query.lastProgress`` / ``recentProgress`` instead of registering a Python
+        StreamingQueryListener: in PySpark 4.0 a listener added after another was removed from the
+        same session receives no events (seen when a mirror restarts inside one session)."""
+        seen = -1
+        while not self._stopped.wait(0.2):
+            q = self.query
+            if q is None:
+                continue
+            try:
+                if not q.isActive:
+                    exc = q.exception()
+                    if exc is not None:
+                        self.store.failure = str(exc)
+                    return
+                last = q.lastProgress
+                if last is None or int(last.batchId) <= seen:
+                    continue
+                for progress in q.recentProgress:
+                    if int(progress.batchId) > seen:
+                        self._on_progress(progress)
+                seen = int(last.batchId)
+            except Exception:  # py4j hiccups while the JVM stops: keep following, never crash
+                if self._stopped.is_set():
+                    return
+                log.debug("progress poll failed", exc_info=True)
 
     def _on_progress(self, progress: Any) -> None:
-        if self.query is None or str(progress.id) != str(self.query.id):
-            return
-        src = progress.sources[0] if progress.sources else None
-        positions = _partition_offsets(src.endOffset if src else None, self.settings.topic)
-        latest = _partition_offsets(getattr(src, "latestOffset", None) if src else None, self.settings.topic)
+        topic = self.settings.topic
+        src = next((x for x in progress.sources if topic in str(x.endOffset or "")), None)
+        positions = _partition_offsets(src.endOffset if src else None, topic)
+        latest = _partition_offsets(getattr(src, "latestOffset", None) if src else None, topic)
         r = self.store.readiness
         if positions:
             r.update(positions, latest)
-        elif (
-            self.settings.source == "capture"
-            and progress.numInputRows == 0
-            and self.store.last_batch.batch_id >= 0
-        ):
-            r.mark_ready()  # a replayed capture has been read completely
+        elif self.settings.source == "capture" and self.store.last_batch.batch_id >= 0:
+            files = [x for x in progress.sources if "FileStreamSource" in str(x.description)]
+            if files and all(int(x.numInputRows) == 0 for x in files):
+                r.mark_ready()  # a replayed capture has been read completely
         obs = progress.observedMetrics.get("decode") if progress.observedMetrics else None
         if obs is not None:
             with self._lock:
@@ -263,11 +266,10 @@ class Mirror:
         return True, {"query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
 
     def metrics_exposition(self) -> tuple[bytes, str]:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from streaming.metrics import exposition
 
-        from streaming.metrics import registry_for
-
-        return generate_latest(registry_for(self)), CONTENT_TYPE_LATEST
+        # the direct renderer: same series as registry_for(), ~10x faster at 10k groups
+        return exposition(self)
 
     def wait_ready(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -303,22 +305,21 @@ class Mirror:
             return
         self._stopped.set()
         if self.query is not None:
+            # Let the running micro-batch finish (its sink output and commit), then stop at once:
+            # with batches running back to back there may never be an idle moment to wait for.
             deadline = time.monotonic() + drain_timeout_s
+            running_batch = self.store.last_batch.batch_id
             try:
                 while (
                     self.query.isActive
                     and self.query.status.get("isTriggerActive")
+                    and self.store.last_batch.batch_id == running_batch
                     and time.monotonic() < deadline
                 ):
                     time.sleep(0.05)
                 self.query.stop()
             except Exception:  # stopping is best effort; the checkpoint keeps what completed
                 log.exception("stopping the query failed")
-        if self._listener is not None and self.spark is not None:
-            try:
-                self.spark.streams.removeListener(self._listener)
-            except Exception:
-                log.debug("listener removal failed", exc_info=True)
         if self.http is not None:
             self.http.stop()
         if self._owns_session and self.spark is not None:

@@ -4,14 +4,17 @@ Runs inside ``mapInArrow`` on the executors, one Spark task per Kafka partition 
 of a group live in one `__consumer_offsets` partition, so a task sees every record of its groups
 for that range in log order.
 
-Collapsing: for offset-commit records (K=0/1, commits and tombstones) only the **newest** record per
-(group, topic, partition) in the range can change the mirror -- the coordinator's own rule is "the
-record at the newer log position wins" -- so the older ones are dropped here, in vectorized numpy,
-before the rows cross the shuffle into the per-group Python step.  The kept row carries how many
-commits (``n_commits``) and tombstones (``n_tombstones``) it stands for, so commit counters stay
-exact.  What is lost is only the order of intermediate commits/deletes of one partition within one
-micro-batch, which no model output depends on (expiry bases use the newest commit time; an offset
-deleted and re-committed in the same batch ends committed either way).
+Collapsing: of a run of *consecutive* offset commits (K=0/1 values) to one (group, topic,
+partition) in the range, only the newest can change the mirror -- the coordinator's own rule is
+"the record at the newer log position wins" -- so the older ones are dropped here, in vectorized
+numpy, before the rows cross the shuffle into the per-group Python step.  The kept row carries how
+many commits it stands for (``n_commits``), so commit counters stay exact; so is the run's first
+commit, so that the earliest record of every group in the range survives.  A tombstone ends a run
+and is always kept, with the commit just before it: a commit-then-delete must still count as a
+deleted offset, and the deleted commit may be the only record that tells the topic id's name --
+collapsing across it would make the mirror's state depend on where micro-batches happen to split
+the log (a restart after a crash must end in exactly the state of an uninterrupted run).  Real
+traffic is commit after commit, so nearly every repeat still collapses.
 
 Every other record (group metadata, KIP-848/share/streams records, unknown types, decode errors)
 passes through untouched.
@@ -76,21 +79,30 @@ def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
     off = sub.column("source_offset").to_numpy(zero_copy_only=False)
     order = np.lexsort((off, p, t, g))
     gs, ts, ps = g[order], t[order], p[order]
-    # a run = one (group, topic, partition); its last row (highest log offset) is the one we keep
+    sub_tomb = tomb[commit_idx][order]
+    # A segment is a run of consecutive commits to one (group, topic, partition), or a single
+    # tombstone; the last row of each segment (highest log offset) is the one we keep.
     starts = np.ones(order.size, dtype=bool)
-    starts[1:] = (gs[1:] != gs[:-1]) | (ts[1:] != ts[:-1]) | (ps[1:] != ps[:-1])
+    starts[1:] = (
+        (gs[1:] != gs[:-1]) | (ts[1:] != ts[:-1]) | (ps[1:] != ps[:-1]) | sub_tomb[1:] | sub_tomb[:-1]
+    )
     run_starts = np.flatnonzero(starts)
     run_ends = np.append(run_starts[1:], order.size) - 1
-    sub_tomb = tomb[commit_idx][order]
-    n_tomb = np.add.reduceat(sub_tomb.astype(np.int32), run_starts)
-    n_commit = (run_ends - run_starts + 1).astype(np.int32) - n_tomb
-    keep_commit = commit_idx[order[run_ends]]
+    is_tomb_run = sub_tomb[run_ends]
+    length = run_ends - run_starts + 1
+    # The run's first commit is kept too (standing for itself): the earliest record of a group in
+    # the range is then always present, and with it e.g. the creation time of a simple group.
+    has_first = ~is_tomb_run & (length >= 2)
+    first_rows = commit_idx[order[run_starts[has_first]]]
+    last_rows = commit_idx[order[run_ends]]
+    keep_commit = np.concatenate([first_rows, last_rows])
 
     keep = np.concatenate([np.flatnonzero(~is_commit), keep_commit])
     commits = np.zeros(n, np.int32)
     tombstones = np.zeros(n, np.int32)
-    commits[keep_commit] = n_commit
-    tombstones[keep_commit] = n_tomb
+    commits[first_rows] = 1
+    commits[last_rows] = np.where(is_tomb_run, 0, length - has_first).astype(np.int32)
+    tombstones[last_rows] = is_tomb_run.astype(np.int32)
     keep.sort()  # keep log order within the batch (not needed downstream, but cheap and tidy)
     out = batch.take(pa.array(keep))
     return _with_counts(out, commits[keep], tombstones[keep])
@@ -102,7 +114,11 @@ def decode_and_collapse(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
 
     pending: list[pa.RecordBatch] = []
     rows = 0
-    for raw in batches:
+    for batch in batches:
+        raw = batch
+        if raw.num_rows and pc.any(pc.less(raw.column("partition"), 0)).as_py():
+            # tick rows (streaming.source.ticks) only keep micro-batches running
+            raw = raw.filter(pc.greater_equal(raw.column("partition"), 0))
         if raw.num_rows == 0:
             continue
         decoded = decode_arrow(raw)

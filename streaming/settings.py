@@ -149,7 +149,10 @@ class Settings(BaseSettings):
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
     @model_validator(mode="after")
@@ -249,3 +252,19 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
             name = ".".join(str(p) for p in err["loc"])
             problems.append(f"{name}: {msg}" if name else msg)
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+
+
+def settings_table_markdown() -> str:
+    """The README's settings table, generated from the model (a test keeps the README in sync)."""
+    lines = [
+        "| setting | flag | environment | default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = "(required)" if name == "bootstrap_servers" else json.dumps(default, default=str)
+        description = (field.description or "").replace("|", "\\|")
+        lines.append(
+            f"| `{name}` | `--{name.replace('_', '-')}` | `CM_{name.upper()}` | `{shown}` | {description} |"
+        )
+    return "\n".join(lines)

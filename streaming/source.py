@@ -95,7 +95,36 @@ def read_capture(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
+def ticks(spark: SparkSession) -> DataFrame:
+    """One row per second, shaped like the records, that the decode step drops (``partition -1``).
+
+    Why: a stateful query's processing-time timeouts only fire when a micro-batch runs, and after a
+    restart Spark 4.0 runs no micro-batch at all until a source has new data (whether another
+    batch is needed is not restored from the checkpoint).  On a quiet cluster, offsets would then
+    never expire in the mirror.  A source that always has data keeps batches -- and timeouts --
+    running every trigger."""
+    from pyspark.sql import functions as F
+
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .option("numPartitions", 1)
+        .load()
+        .select(
+            F.lit(None).cast("binary").alias("key"),
+            F.lit(None).cast("binary").alias("value"),
+            F.lit(-1).cast("int").alias("partition"),
+            F.col("value").alias("offset"),
+            F.lit(0).cast("long").alias("timestamp"),
+        )
+    )
+
+
 def read_source(spark: SparkSession, settings: Settings, partitions: list[int] | None = None) -> DataFrame:
-    if settings.source == "capture":
-        return read_capture(spark, settings)
-    return read_kafka(spark, settings, partitions)
+    """The records (Kafka or capture), with the tick rows that keep micro-batches running."""
+    records = (
+        read_capture(spark, settings)
+        if settings.source == "capture"
+        else read_kafka(spark, settings, partitions)
+    )
+    return records.unionByName(ticks(spark))

@@ -207,12 +207,15 @@ class LocalKafka:
         return cmd
 
     def _format(self, server: Path, log4j: Path) -> None:
-        self.cluster_id = uuid.uuid4().bytes.hex()[:16]
         # KRaft cluster ids are 22-char URL-safe base64 of 16 bytes; StorageTool random-uuid
         # would cost a JVM start, so build one ourselves.
         import base64
 
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # ...and never starting with "-", which the storage tool would read as an option.
+        while True:
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            if not self.cluster_id.startswith("-"):
+                break
         cmd = self._java(
             "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(server), log4j=log4j
         )

@@ -318,7 +318,9 @@ class Member:
             if msg is not None and msg.error() is None:
                 self.positions[(msg.topic(), msg.partition())] = msg.offset() + 1
         else:
-            batches = self._consumer.poll(timeout_ms=100)
+            # Long enough for a JoinGroup/SyncGroup round to finish inside one poll: with short
+            # polls on a loaded machine, kafka-python 3.0 members were seen never to rejoin.
+            batches = self._consumer.poll(timeout_ms=1000)
             for tp, records in batches.items():
                 if records:
                     self.positions[(tp.topic, tp.partition)] = records[-1].offset + 1

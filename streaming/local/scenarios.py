@@ -185,7 +185,9 @@ def member_crash(lab: Lab) -> ScenarioResult:
     """A member process is SIGKILLed; its session times out and the survivor takes its partitions."""
     topic = lab.topic("crash-t", partitions=4)
     group = lab.name("crash")
-    survivor = lab.member(group, [topic], session_timeout_ms=3000, name="survivor")
+    # the crash is detected through the *child's* 3 s session; the survivor's own session is
+    # longer so that a loaded machine cannot make it miss heartbeats and drop out too
+    survivor = lab.member(group, [topic], session_timeout_ms=15000, name="survivor")
     lab.wait_stable(group, 1)
     child = lab.child_member(group, topic, session_timeout_ms=3000)
     lab.wait_stable(group, 2)

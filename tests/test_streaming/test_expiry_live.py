@@ -100,9 +100,32 @@ def test_mirror_expires_on_time_and_the_broker_agrees(
                         gone_at[key] = now
             time.sleep(0.2)
         assert gone_at.keys() == deadlines.keys()
-        slack_ms = int(TRIGGER_S * 1000) + 3000  # one trigger, plus the batch's own duration and polling
+        # When: the first micro-batch that starts after a deadline expires the offset (its batch
+        # timestamp is the event's at_ms) -- one trigger later at most, or one batch later when
+        # batches run longer than the trigger; the API shows it once that batch completed.
+        mirror.wait_batches(1, 60)
+        batch_ms = max(p["duration_ms"].get("triggerExecution", 0) for p in mirror.progress_history)
+        events = [
+            json.loads(line)
+            for f in sorted((tmp_path / "events").glob("*.jsonl"))
+            for line in f.read_text().splitlines()
+        ]
+        expired_at: dict[tuple[str, str, int], int] = {}
+        for e in events:
+            if e["type"] == "offsets_expired" and e["origin"] == "mirror":
+                for tp in e["partitions"]:
+                    topic, partition = tp.rsplit(":", 1)
+                    expired_at[(e["group_id"], topic, int(partition))] = e["at_ms"]
+        assert expired_at.keys() == deadlines.keys()
+        trigger_ms = int(TRIGGER_S * 1000)
         for key, deadline in deadlines.items():
-            assert deadline <= gone_at[key] <= deadline + slack_ms, (key, gone_at[key] - deadline)
+            assert deadline <= expired_at[key] <= deadline + max(trigger_ms, batch_ms) + 250, (
+                key,
+                expired_at[key] - deadline,
+                batch_ms,
+            )
+            assert gone_at[key] >= deadline
+            assert gone_at[key] <= expired_at[key] + batch_ms + 1000, (key, gone_at[key] - expired_at[key])
 
         # the broker expires them too (its sweep runs every second) and deletes the groups
         views = lab.wait_group(groups[1], lambda v: not v.exists and not v.offsets, timeout_s=60)
@@ -116,6 +139,7 @@ def test_mirror_expires_on_time_and_the_broker_agrees(
             for line in f.read_text().splitlines()
         ]
         mine = [e for e in events if e["group_id"] in groups]
+        assert any(e["type"] == "offsets_expired" and e["origin"] == "mirror" for e in mine)
         assert {"offsets_expired", "group_deleted"} <= {e["type"] for e in mine}
         assert not [e for e in mine if e["type"] == "expiry_disagreement"], mine
     finally:
