@@ -374,20 +374,7 @@ def mark_dead(g: Group, at_ms: int | None) -> None:
     """The coordinator dropped its group object (deleted or expired): keep only offsets, pending
     confirmations, counters and bookkeeping."""
     g.kind = None
-    g.protocol_type = None
+    g.reset_kind_fields()
     g.state = DEAD
     g.state_since_ms = at_ms
-    g.current_state_timestamp_ms = None
-    g.generation = None
-    g.protocol = None
-    g.leader = None
-    g.group_epoch = None
-    g.assignment_epoch = None
-    g.metadata_hash = None
-    g.topology_epoch = None
-    g.validated_topology_epoch = None
-    g.topology = None
-    g.share_topics = None
     g.members = {}
-    g.targets = {}
-    g.regexes = {}

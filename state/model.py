@@ -265,6 +265,25 @@ class Group:
         self.last_position: tuple[int, int] | None = None  # (partition, offset) of the last applied record
 
     # ------------------------------------------------------------------------------ derived
+    def reset_kind_fields(self) -> None:
+        """Forget everything that belongs to one kind of group object (classic generation and
+        protocol, modern epochs, topology, targets, regexes) -- what the coordinator drops when it
+        removes or converts the group object; offsets, counters and bookkeeping stay."""
+        self.protocol_type = None
+        self.current_state_timestamp_ms = None
+        self.generation = None
+        self.protocol = None
+        self.leader = None
+        self.group_epoch = None
+        self.assignment_epoch = None
+        self.metadata_hash = None
+        self.topology_epoch = None
+        self.validated_topology_epoch = None
+        self.topology = None
+        self.share_topics = None
+        self.targets = {}
+        self.regexes = {}
+
     @property
     def exists(self) -> bool:
         """Whether the coordinator holds a group object for this id (what the API shows)."""

@@ -201,20 +201,7 @@ def ensure_kind(g: Group, kind: str, src: Src, ctx: FoldContext) -> None:
 
 
 def kind_fields_reset(g: Group) -> None:
-    g.protocol_type = None
-    g.current_state_timestamp_ms = None
-    g.generation = None
-    g.protocol = None
-    g.leader = None
-    g.group_epoch = None
-    g.assignment_epoch = None
-    g.metadata_hash = None
-    g.topology_epoch = None
-    g.validated_topology_epoch = None
-    g.topology = None
-    g.share_topics = None
-    g.targets = {}
-    g.regexes = {}
+    g.reset_kind_fields()
 
 
 def set_state(g: Group, state: str, since_ms: int | None, src: Src, ctx: FoldContext) -> None:

@@ -275,8 +275,11 @@ class Member:
             "client_id": self.client_id,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
-            "heartbeat_interval_ms": 500,
-            "session_timeout_ms": session_ms or 10000,
+            # kafka-python 3.0 runs every client of a process on one shared IO loop; in a busy
+            # process (a Spark driver, HTTP servers) that loop stalls for a while, and with a
+            # short session the coordinator evicts the member and it keeps rebalancing.
+            "heartbeat_interval_ms": 1000,
+            "session_timeout_ms": session_ms or 30000,
             "partition_assignment_strategy": assignors[assignor],
         }
         if self.instance_id:
@@ -337,7 +340,7 @@ class Member:
             cmd.error = exc
         cmd.done.set()
 
-    def _commit_retrying(self, timeout_s: float = 30.0) -> dict[TopicPartitionKey, int]:
+    def _commit_retrying(self, timeout_s: float = 90.0) -> dict[TopicPartitionKey, int]:
         """A commit racing a rebalance fails with a retriable error; finish the rebalance (poll)
         and commit again what the member then owns."""
         deadline = time.monotonic() + timeout_s
@@ -396,7 +399,7 @@ class Member:
     # -- API -----------------------------------------------------------------------------------
     def commit(self) -> dict[TopicPartitionKey, int]:
         """Commit what this member consumed on the partitions it owns; returns what was committed."""
-        return dict(self._call("commit"))
+        return dict(self._call("commit", timeout_s=120.0))
 
     def wait_consumed(
         self,
