@@ -10,6 +10,7 @@ describe does not), and it lists committed offsets without librdkafka 2.16's cra
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import queue
@@ -20,12 +21,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from streaming.local.jars import kafka_version as default_kafka_version
 from streaming.local.jars import probe_classpath
 
 TopicPartitionKey = tuple[str, int]
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 # --------------------------------------------------------------------------------------------- views
@@ -177,7 +180,40 @@ class _Command:
         self.error: BaseException | None = None
 
 
-class Member:
+class _Consuming:
+    """What scenarios read from a member: ``positions`` (consumed) and ``assignment`` (owned)."""
+
+    client_id: str
+    positions: dict[TopicPartitionKey, int]
+    assignment: set[TopicPartitionKey]
+
+    def wait_consumed(
+        self,
+        ends: Mapping[TopicPartitionKey, int],
+        committed: Mapping[TopicPartitionKey, int] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Wait until every owned partition is consumed up to ``ends`` (its end offset).
+
+        A partition whose group offset is already at its end (``committed``, e.g. by a member that
+        owned it before a rebalance) has nothing left to deliver and counts as consumed.
+        """
+        committed = committed or {}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            owned = set(self.assignment)
+            if owned and all(
+                max(self.positions.get(tp, 0), committed.get(tp, 0)) >= ends.get(tp, 0) for tp in owned
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"member {self.client_id}: consumed {self.positions} of {ends} (owns {sorted(owned)})"
+                )
+            time.sleep(0.05)
+
+
+class Member(_Consuming):
     """One group member (confluent-kafka or kafka-python) polling in its own thread.
 
     Commits run on the polling thread (client handles are not shared across threads); callers
@@ -401,31 +437,6 @@ class Member:
         """Commit what this member consumed on the partitions it owns; returns what was committed."""
         return dict(self._call("commit", timeout_s=120.0))
 
-    def wait_consumed(
-        self,
-        ends: Mapping[TopicPartitionKey, int],
-        committed: Mapping[TopicPartitionKey, int] | None = None,
-        timeout_s: float = 60.0,
-    ) -> None:
-        """Wait until every owned partition is consumed up to ``ends`` (its end offset).
-
-        A partition whose group offset is already at its end (``committed``, e.g. by a member that
-        owned it before a rebalance) has nothing left to deliver and counts as consumed.
-        """
-        committed = committed or {}
-        deadline = time.monotonic() + timeout_s
-        while True:
-            owned = set(self.assignment)
-            if owned and all(
-                max(self.positions.get(tp, 0), committed.get(tp, 0)) >= ends.get(tp, 0) for tp in owned
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"member {self.client_id}: consumed {self.positions} of {ends} (owns {sorted(owned)})"
-                )
-            time.sleep(0.05)
-
     def close(self) -> None:
         if self._thread.is_alive():
             self._call("close", True)
@@ -434,6 +445,105 @@ class Member:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+
+class RemoteMember(_Consuming):
+    """A :class:`Member` hosted in its own process (:mod:`streaming.local.member_host`).
+
+    kafka-python members run this way: kafka-python 3.0 shares one IO loop among all clients of a
+    process, and in the busy test process (Spark driver, HTTP servers, other members) that loop
+    stalled long enough to keep a group rebalancing for minutes.
+    """
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], **kwargs: Any) -> None:
+        self.group = group
+        self.topics = topics
+        self.client = kwargs.get("client", "confluent")
+        self.protocol = kwargs.get("protocol", "classic")
+        self.instance_id = kwargs.get("instance_id")
+        self.positions = {}
+        self.assignment = set()
+        self._lock = threading.Lock()
+        self._replies: dict[int, _Command] = {0: _Command("start")}
+        self._next_id = 1
+        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
+        spec = {"bootstrap": bootstrap, "group": group, "topics": topics, **kwargs}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streaming.local.member_host", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=_PROJECT_ROOT,
+        )
+        threading.Thread(target=self._read_stdout, name=f"remote-{group}", daemon=True).start()
+        threading.Thread(target=self._read_stderr, name=f"remote-{group}-err", daemon=True).start()
+        self.client_id = str(self._wait(0, 90.0))
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            if "state" in msg:
+                self.positions = {(t, p): o for t, p, o in msg["state"]["positions"]}
+                self.assignment = {(t, p) for t, p in msg["state"]["assignment"]}
+                continue
+            with self._lock:
+                cmd = self._replies.get(msg["id"])
+            if cmd is not None:
+                cmd.result, cmd.error = msg.get("result"), None
+                if "error" in msg:
+                    cmd.error = RuntimeError(f"member {self.group}: {msg['error']}")
+                cmd.done.set()
+        with self._lock:  # the host is gone: nobody will answer what is still pending
+            for cmd in self._replies.values():
+                if not cmd.done.is_set():
+                    cmd.error = RuntimeError(f"member host exited: {self.stderr_tail()}")
+                    cmd.done.set()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line.rstrip())
+
+    def stderr_tail(self) -> str:
+        return " | ".join(list(self._stderr)[-10:])
+
+    def _wait(self, request_id: int, timeout_s: float) -> Any:
+        cmd = self._replies[request_id]
+        if not cmd.done.wait(timeout_s):
+            raise TimeoutError(f"member {self.group}: no answer in {timeout_s}s: {self.stderr_tail()}")
+        with self._lock:
+            del self._replies[request_id]
+        if cmd.error is not None:
+            raise cmd.error
+        return cmd.result
+
+    def _call(self, name: str, timeout_s: float) -> Any:
+        assert self.proc.stdin is not None
+        with self._lock:
+            request_id, self._next_id = self._next_id, self._next_id + 1
+            self._replies[request_id] = _Command(name)
+        self.proc.stdin.write(json.dumps({"id": request_id, "cmd": name}) + "\n")
+        self.proc.stdin.flush()
+        return self._wait(request_id, timeout_s)
+
+    def commit(self) -> dict[TopicPartitionKey, int]:
+        return {(t, p): o for t, p, o in self._call("commit", 150.0)}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(Exception):
+                self._call("close", 60.0)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
 
 def _quiet_logger() -> Any:
@@ -581,8 +691,13 @@ class Lab:
         return {tp: end for tp, end in self.topic_ends.items() if tp[0] in topics}
 
     # -- members -------------------------------------------------------------------------------
-    def member(self, group: str, topics: list[str], **kwargs: Any) -> Member:
-        m = Member(self.bootstrap, group, topics, **kwargs)
+    def member(self, group: str, topics: list[str], **kwargs: Any) -> Member | RemoteMember:
+        """A member polling in a thread of this process (confluent-kafka: librdkafka has its own
+        threads) or, for kafka-python, in a process of its own (see :class:`RemoteMember`)."""
+        if kwargs.get("client") == "kafka-python":
+            m: Member | RemoteMember = RemoteMember(self.bootstrap, group, topics, **kwargs)
+        else:
+            m = Member(self.bootstrap, group, topics, **kwargs)
         self._closables.append(m)
         return m
 
