@@ -269,6 +269,15 @@ def test_kip848_tombstone_for_unknown_group_or_member_is_ignored() -> None:
     assert res.group is None and res.events == []
 
 
+def test_classic_tombstone_for_unknown_group_is_ignored() -> None:
+    """Seen on 4.3.1: the coordinator deletes a group left with no offsets (an aborted
+    transactional commit) at its next retention check and writes a K=2 tombstone for it."""
+    log = Log()
+    log.classic_tombstone("never-seen")
+    res = fold(None, log.records)
+    assert res.group is None and res.events == []
+
+
 def test_classic_to_consumer_conversion_keeps_offsets() -> None:
     """4.x online upgrade: K=2 tombstone, then K=3..8 -- the group lives on, offsets kept."""
     log = Log()
