@@ -228,6 +228,14 @@ def main() -> int:
         mirror = Mirror(settings, spark=spark)
         started = time.monotonic()
         mirror.start()
+        phases: dict[int, dict[str, int]] = {}  # batch id -> where its time went (driver side)
+        assert mirror.sink is not None
+        mirror.sink.on_batch.append(
+            lambda batch_id, rows: phases.__setitem__(
+                batch_id,
+                {k: getattr(mirror.store.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
+            )
+        )
         backlog = sum(mirror.store.readiness.targets.values()) - sum(mirror.store.readiness.starts.values())
         query_started = time.monotonic()
         while not mirror.wait_ready(30):
@@ -242,6 +250,7 @@ def main() -> int:
             "batches": [
                 {k: p[k] for k in ("batch_id", "input_rows", "state_rows", "state_bytes")}
                 | {"ms": p["duration_ms"].get("triggerExecution")}
+                | phases.get(p["batch_id"], {})
                 for p in mirror.progress_history
                 if p["input_rows"]
             ],
@@ -333,6 +342,7 @@ def main() -> int:
                 "ms": p["duration_ms"].get("triggerExecution"),
                 "addBatch_ms": p["duration_ms"].get("addBatch"),
             }
+            | phases.get(p["batch_id"], {})
             for p in big
         ]
         log(f"batches folding >= {args.groups // 2} active groups: {figures['active_groups_batches']}")

@@ -52,7 +52,7 @@ delete; the deadline is what can.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from state import events as ev
 from state.model import (
@@ -269,14 +269,21 @@ def expects_group_tombstone(g: Group, settings: Settings) -> bool:
     return (g.generation or 0) > 0
 
 
-def next_deadline_ms(g: Group, settings: Settings = DEFAULT_SETTINGS) -> int | None:
+def next_deadline_ms(
+    g: Group,
+    settings: Settings = DEFAULT_SETTINGS,
+    deadlines: Mapping[TopicPartition, int | None] | None = None,
+) -> int | None:
     """The earliest time at which `expire` has something to do: an offset deadline, a deletion due
     now (Rule 8: the group's state time), or the end of a confirmation grace period.  ``None``: no
-    timer needed.  The streaming adapter sets its timeout to this."""
+    timer needed.  The streaming adapter sets its timeout to this.  ``deadlines``: the group's
+    `all_deadlines`, when the caller has them already (saves evaluating every offset again)."""
     best: int | None = None
     if g.exists:
         if rule_8_deletable(g, settings):
             best = g.state_since_ms if g.state_since_ms is not None else 0
+        elif deadlines is not None:
+            best = min((d for d in deadlines.values() if d is not None), default=None)
         else:
             cond = _condition_cache(g, settings)
             if cond.base is not None:

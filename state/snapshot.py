@@ -7,6 +7,7 @@ back to the id.  Offsets carry ``expires_at_ms`` under the given settings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from state.expiry import all_deadlines, next_deadline_ms
@@ -18,6 +19,7 @@ from state.model import (
     Assignment,
     Group,
     Member,
+    TopicPartition,
 )
 from state.settings import DEFAULT_SETTINGS, Settings
 from state.votes import protocol_votes
@@ -71,8 +73,15 @@ def epoch_of(g: Group) -> int | None:
     return g.group_epoch if g.kind in (CONSUMER, SHARE, STREAMS) else g.generation
 
 
-def summary(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
-    """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last change."""
+def summary(
+    g: Group,
+    settings: Settings = DEFAULT_SETTINGS,
+    deadlines: Mapping[TopicPartition, int | None] | None = None,
+) -> dict[str, Any]:
+    """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last change.
+
+    ``deadlines``: the group's `all_deadlines` if the caller has them (a 50-offset group spends
+    most of its fold evaluating expiry conditions otherwise)."""
     return {
         "group_id": g.group_id,
         "exists": g.exists,
@@ -83,13 +92,18 @@ def summary(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
         "members": len(g.members),
         "offsets": len(g.offsets),
         "last_change_ms": g.last_change_ms,
-        "next_deadline_ms": next_deadline_ms(g, settings),
+        "next_deadline_ms": next_deadline_ms(g, settings, deadlines),
     }
 
 
-def snapshot(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
-    """Everything in the model, JSON-shaped (``GET /groups/{id}``)."""
-    deadlines = all_deadlines(g, settings)
+def snapshot(
+    g: Group,
+    settings: Settings = DEFAULT_SETTINGS,
+    deadlines: Mapping[TopicPartition, int | None] | None = None,
+) -> dict[str, Any]:
+    """Everything in the model, JSON-shaped (``GET /groups/{id}``); ``deadlines`` as in `summary`."""
+    if deadlines is None:
+        deadlines = all_deadlines(g, settings)
     offsets = []
     for (topic, partition), e in sorted(g.offsets.items()):
         offsets.append(
@@ -145,6 +159,6 @@ def snapshot(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[str, Any]:
             {"topic": t, "partition": p, "deadline_ms": d} for (t, p), d in sorted(g.pending.items())
         ],
         "errors": list(g.errors),
-        "next_deadline_ms": next_deadline_ms(g, settings),
+        "next_deadline_ms": next_deadline_ms(g, settings, deadlines),
         "last_position": None if g.last_position is None else list(g.last_position),
     }

@@ -96,6 +96,9 @@ def make_group_function(
     ) -> Iterator[pd.DataFrame]:
         # Imports inside: this runs in Spark's Python workers.
         from state import codec
+        from streaming import worker_tune
+
+        worker_tune.apply()
         from state.batch import step
         from state.expiry import all_deadlines
         from state.settings import Settings
@@ -121,7 +124,7 @@ def make_group_function(
         group = codec.decode(gstate.get[1]) if gstate.exists else None
         before_offsets = dict(group.offsets) if group is not None else {}
         before_deadlines = all_deadlines(group, settings) if group is not None else {}
-        before_summary = summary(group, settings) if group is not None else None
+        before_summary = summary(group, settings, before_deadlines) if group is not None else None
 
         group, events, deadline = step(group, df, now_ms, group_id=group_id, settings=settings)
 
@@ -159,14 +162,14 @@ def make_group_function(
                 # Fires at the first trigger after the deadline (timeout < batch timestamp).
                 gstate.setTimeoutDuration(max(1, deadline - now_ms))
             if df is not None or events or gstate.hasTimedOut:
-                snap = with_assignor(snapshot(group, settings), default_server_assignor)
+                snap = with_assignor(snapshot(group, settings, after_deadlines), default_server_assignor)
                 rows.append(
                     (
                         group_id,
                         "snapshot",
                         None,
                         _dumps(snap),
-                        _dumps(summary(group, settings)),
+                        _dumps(summary(group, settings, after_deadlines)),
                     )
                 )
         if rows:

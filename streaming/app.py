@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streaming.sinks import MirrorSink
+
 log = logging.getLogger("coordinator_mirror")
 
 QUERY_NAME = "coordinator_mirror"
@@ -76,6 +78,7 @@ class Mirror:
         self.query: StreamingQuery | None = None
         self.http: Any = None
         self.recovered_groups = 0
+        self.sink: MirrorSink | None = None
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
         self._progress_thread: threading.Thread | None = None
@@ -180,7 +183,7 @@ class Mirror:
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
-        sink = MirrorSink(s, self.store, self.spark)
+        sink = self.sink = MirrorSink(s, self.store, self.spark)
         query = (
             out.writeStream.queryName(QUERY_NAME)
             .outputMode("update")

@@ -111,7 +111,9 @@ def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
 def decode_and_collapse(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: raw Kafka rows in, decoded + collapsed rows (prepared schema) out."""
     from decoders import decode_arrow
+    from streaming import worker_tune
 
+    worker_tune.apply()
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in batches:

@@ -120,16 +120,23 @@ class MirrorSink:
         df.persist()
         try:
             rows = df.collect()  # every partition: required by the stateful commit validation
+            collected = time.monotonic()
             self._apply(batch_id, rows)
+            applied = time.monotonic()
             self._write_topics(df, batch_id)
         finally:
             df.unpersist()
+        done = time.monotonic()
         self.store.last_batch = BatchStats(
             batch_id=batch_id,
             output_rows=len(rows),
-            duration_ms=int((time.monotonic() - started) * 1000),
+            duration_ms=int((done - started) * 1000),
             finished_at_ms=int(time.time() * 1000),
+            compute_ms=int((collected - started) * 1000),
+            apply_ms=int((applied - collected) * 1000),
+            write_ms=int((done - applied) * 1000),
         )
+        log.debug("batch %d: %s", batch_id, self.store.last_batch)
         for hook in self.on_batch:
             hook(batch_id, rows)
 

@@ -22,6 +22,11 @@ class BatchStats:
     output_rows: int = 0
     duration_ms: int = 0
     finished_at_ms: int = 0
+    # where a batch's time went: running the query's stages and bringing the rows to the driver
+    # (compute_ms), applying them to the store (apply_ms), writing the output topics (write_ms)
+    compute_ms: int = 0
+    apply_ms: int = 0
+    write_ms: int = 0
 
 
 @dataclass
