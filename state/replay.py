@@ -709,19 +709,29 @@ def _member_tombstone(g: Group, kind: str, mid: str, src: Src, ctx: FoldContext)
     return g
 
 
-def replay_consumer_member_metadata(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> Group | None:
-    """K=5: a KIP-848 member's subscription and client data (a tombstone removes the member)."""
-    src = _src(rec)
-    mid = rec.key.member_id
+def _upsert_member(
+    g: Group, kind: str, rec: Record[Any, Any], src: Src, ctx: FoldContext
+) -> tuple[Member, bool]:
+    """K=5/10/19 with a value: the member (added if new) with its client identity from the record."""
     v = rec.value
-    if v is None:
-        return _member_tombstone(g, CONSUMER, mid, src, ctx)
-    ensure_kind(g, CONSUMER, src, ctx)
-    m, new = _get_or_add_member(g, mid, src, ctx)
-    m.instance_id = v.instance_id
+    assert v is not None  # tombstones are _member_tombstone's
+    ensure_kind(g, kind, src, ctx)
+    m, new = _get_or_add_member(g, rec.key.member_id, src, ctx)
+    if kind != SHARE:  # share members have no static membership
+        m.instance_id = v.instance_id
     m.rack_id = v.rack_id
     m.client_id = v.client_id
     m.client_host = v.client_host
+    return m, new
+
+
+def replay_consumer_member_metadata(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> Group | None:
+    """K=5: a KIP-848 member's subscription and client data (a tombstone removes the member)."""
+    src = _src(rec)
+    v = rec.value
+    if v is None:
+        return _member_tombstone(g, CONSUMER, rec.key.member_id, src, ctx)
+    m, new = _upsert_member(g, CONSUMER, rec, src, ctx)
     m.subscribed_topics = tuple(sorted(set(v.subscribed_topic_names)))
     m.subscribed_regex = v.subscribed_topic_regex or None
     m.rebalance_timeout_ms = v.rebalance_timeout_ms
@@ -813,15 +823,10 @@ def replay_consumer_regex(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> 
 def replay_share_member_metadata(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> Group | None:
     """K=10: a share group member (a tombstone removes it)."""
     src = _src(rec)
-    mid = rec.key.member_id
     v = rec.value
     if v is None:
-        return _member_tombstone(g, SHARE, mid, src, ctx)
-    ensure_kind(g, SHARE, src, ctx)
-    m, new = _get_or_add_member(g, mid, src, ctx)
-    m.rack_id = v.rack_id
-    m.client_id = v.client_id
-    m.client_host = v.client_host
+        return _member_tombstone(g, SHARE, rec.key.member_id, src, ctx)
+    m, new = _upsert_member(g, SHARE, rec, src, ctx)
     m.subscribed_topics = tuple(sorted(set(v.subscribed_topic_names)))
     if new:
         _add_member(g, m, src, ctx)
@@ -853,16 +858,10 @@ def replay_share_partition_metadata(g: Group, rec: Record[Any, Any], ctx: FoldCo
 def replay_streams_member_metadata(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> Group | None:
     """K=19: a streams group member (a tombstone removes it)."""
     src = _src(rec)
-    mid = rec.key.member_id
     v = rec.value
     if v is None:
-        return _member_tombstone(g, STREAMS, mid, src, ctx)
-    ensure_kind(g, STREAMS, src, ctx)
-    m, new = _get_or_add_member(g, mid, src, ctx)
-    m.instance_id = v.instance_id
-    m.rack_id = v.rack_id
-    m.client_id = v.client_id
-    m.client_host = v.client_host
+        return _member_tombstone(g, STREAMS, rec.key.member_id, src, ctx)
+    m, new = _upsert_member(g, STREAMS, rec, src, ctx)
     m.rebalance_timeout_ms = v.rebalance_timeout_ms
     extra = dict(m.extra or {})
     extra["topology_epoch"] = v.topology_epoch
