@@ -3,8 +3,9 @@
 Public API (see state/README.md):
 
 * `fold(group, records)` / `replay(group, record)` -> `FoldResult(group | None, events, skipped)`
-* `fold_frame(group, df)` -- the batch path over a ``decoders.OUTPUT_SCHEMA`` pandas frame;
-  `step(group, df, now_ms)` -> ``(group | None, events, next_deadline_ms | None)``: what the
+* `fold_frame(group, df)` -- the batch path over a ``decoders.OUTPUT_SCHEMA`` pandas frame, and
+  `fold_columns(group, cols)` over the same columns as plain lists;
+  `step(group, df_or_cols, now_ms)` -> ``(group | None, events, next_deadline_ms | None)``: what the
   ``applyInPandasWithState`` adapter calls per group and trigger
 * `expire(group, now_ms)`, `expires_at_ms(group, topic, partition)`, `next_deadline_ms(group)`
 * `snapshot(group)` / `summary(group)` -- the HTTP API's JSON
@@ -30,9 +31,9 @@ from state.settings import DEFAULT_SETTINGS, Settings
 from state.snapshot import snapshot, summary
 
 if TYPE_CHECKING:
-    from state.batch import fold_frame, step
+    from state.batch import fold_columns, fold_frame, step
 
-_BATCH_NAMES = frozenset({"fold_frame", "step"})
+_BATCH_NAMES = frozenset({"fold_columns", "fold_frame", "step"})
 
 
 def __getattr__(name: str) -> Any:
@@ -58,6 +59,7 @@ __all__ = [
     "expire",
     "expires_at_ms",
     "fold",
+    "fold_columns",
     "fold_frame",
     "next_deadline_ms",
     "replay",

@@ -299,9 +299,21 @@ def fold_frame(
 ) -> FoldResult:
     """Fold one group's rows (OUTPUT_SCHEMA columns, sorted by source partition/offset; optional
     ``n_commits``) into ``group``.  Same result as `state.replay.fold` over the decoded records."""
+    return fold_columns(group, frame_lists(df), group_id=group_id, settings=settings)
+
+
+def fold_columns(
+    group: Group | None,
+    cols: dict[str, list[Any]],
+    *,
+    group_id: str | None = None,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> FoldResult:
+    """`fold_frame` over plain column lists (OUTPUT_SCHEMA names, ``None`` for nulls, Python ints
+    and strs) -- what the streaming adapter has after unpacking a group's rows
+    (`streaming.prepare`), with no pandas in between."""
     ctx = FoldContext(settings)
     g = group
-    cols = frame_lists(df)
     sp = cols["source_partition"]
     so = cols["source_offset"]
     n = len(so)
@@ -335,19 +347,25 @@ def fold_frame(
 
 def step(
     group: Group | None,
-    df: pd.DataFrame | None,
+    df: pd.DataFrame | dict[str, list[Any]] | None,
     now_ms: int,
     *,
     group_id: str | None = None,
     settings: Settings = DEFAULT_SETTINGS,
 ) -> tuple[Group | None, list[Any], int | None]:
-    """What the adapter calls per group and trigger: fold the rows (if any), then apply the expiry
-    rules at ``now_ms``.  Returns ``(group or None, events, next deadline or None)`` -- ``None``
-    group: remove the state row; deadline: set the timeout to ``deadline - now_ms``."""
+    """What the adapter calls per group and trigger: fold the rows (if any; a frame, or column lists
+    as `fold_columns` takes them), then apply the expiry rules at ``now_ms``.  Returns ``(group or
+    None, events, next deadline or None)`` -- ``None`` group: remove the state row; deadline: set
+    the timeout to ``deadline - now_ms``."""
     events: list[Any] = []
     g = group
-    if df is not None and len(df):
+    if isinstance(df, dict):
+        res = fold_columns(g, df, group_id=group_id, settings=settings) if df["source_offset"] else None
+    elif df is not None and len(df):
         res = fold_frame(g, df, group_id=group_id, settings=settings)
+    else:
+        res = None
+    if res is not None:
         g = res.group
         events.extend(res.events)
     if g is not None:

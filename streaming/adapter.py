@@ -1,5 +1,8 @@
 """The applyInPandasWithState adapter: one call per group and trigger, around `state.batch.step`.
 
+Input: the group's packed rows (``group_id, packed``; `streaming.prepare.pack_groups`), usually
+one per trigger -- unpacked to column lists and folded with `state.batch.fold_columns`.
+
 State row: ``(codec_version int, blob binary)`` -- the versioned bytes of `state.codec`, because
 applyInPandasWithState state schemas can neither evolve nor (PySpark 4.x) hold arrays or maps
 (spark-notes §0.2/0.3).  The timeout is the group's next expiry deadline
@@ -23,6 +26,7 @@ error      ``body`` = an undecodable or unknown record with its partition/offset
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -52,14 +56,27 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _error_rows(group_id: str | None, df: pd.DataFrame) -> list[tuple[Any, ...]]:
-    bad = df[df["status"] != "ok"]
+def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[Any, ...]]:
     rows = []
-    for rec in bad[[c for c in _ERROR_FIELDS if c in bad.columns]].to_dict("records"):
-        clean = {k: (None if pd.isna(v) else (int(v) if hasattr(v, "item") else v)) for k, v in rec.items()}
-        clean["group_id"] = group_id
-        rows.append((group_id, "error", None, _dumps(clean), None))
+    for i, status in enumerate(cols["status"]):
+        if status != "ok":
+            clean = {name: cols[name][i] for name in _ERROR_FIELDS}
+            clean["group_id"] = group_id
+            rows.append((group_id, "error", None, _dumps(clean), None))
     return rows
+
+
+def group_columns(frames: Iterator[pd.DataFrame]) -> dict[str, list[Any]] | None:
+    """The group's rows of this trigger as column lists in log order (``None``: no rows)."""
+    from streaming.prepare import unpack_group
+
+    chunks = [unpack_group(blob) for f in frames if len(f) for blob in f["packed"].tolist()]
+    if not chunks:
+        return None
+    if len(chunks) == 1:
+        return _in_log_order(chunks[0])
+    chunks.sort(key=lambda c: (c["source_partition"][0], c["source_offset"][0]))
+    return _in_log_order({name: [v for c in chunks for v in c[name]] for name in chunks[0]})
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> str:
@@ -108,14 +125,10 @@ def make_group_function(
         settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
         group_id = key[0]
         now_ms = int(gstate.getCurrentProcessingTimeMs())
-        parts = [f for f in frames if len(f)]
-        df = None
-        if parts:
-            df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            df = _in_log_order(df)
+        cols = group_columns(frames)
         rows: list[tuple[Any, ...]] = []
-        if df is not None and (df["status"].to_numpy() != "ok").any():
-            rows.extend(_error_rows(group_id, df))
+        if cols is not None and cols["status"].count("ok") != len(cols["status"]):
+            rows.extend(_error_rows(group_id, cols))
         if group_id is None:  # records whose key did not even yield a group id: errors only
             if rows:
                 yield _frame(rows)
@@ -126,7 +139,9 @@ def make_group_function(
         before_deadlines = all_deadlines(group, settings) if group is not None else {}
         before_summary = summary(group, settings, before_deadlines) if group is not None else None
 
-        group, events, deadline = step(group, df, now_ms, group_id=group_id, settings=settings)
+        if cols is not None:
+            cols["group_id"] = [group_id] * len(cols["status"])
+        group, events, deadline = step(group, cols, now_ms, group_id=group_id, settings=settings)
 
         for ev in events:
             body = ev.to_json()
@@ -161,7 +176,7 @@ def make_group_function(
             if deadline is not None:
                 # Fires at the first trigger after the deadline (timeout < batch timestamp).
                 gstate.setTimeoutDuration(max(1, deadline - now_ms))
-            if df is not None or events or gstate.hasTimedOut:
+            if cols is not None or events or gstate.hasTimedOut:
                 snap = with_assignor(snapshot(group, settings, after_deadlines), default_server_assignor)
                 rows.append(
                     (
@@ -178,18 +193,18 @@ def make_group_function(
     return fold_group
 
 
-def _in_log_order(df: pd.DataFrame) -> pd.DataFrame:
+def _in_log_order(cols: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Spark does not keep log order inside a group (spark-notes §2.4): restore it.  Usually the
-    rows are already in order (one Kafka partition, one task), so check before sorting -- a pandas
-    multi-key sort costs more than the whole fold of a typical group."""
-    partition = df["source_partition"].to_numpy()
-    offset = df["source_offset"].to_numpy()
+    rows are already in order (one Kafka partition, one task), so check before sorting."""
+    partition = cols["source_partition"]
+    offset = cols["source_offset"]
     if len(offset) < 2:
-        return df
-    if (partition[1:] == partition[:-1]).all() and (offset[1:] >= offset[:-1]).all():
-        return df
-    order = np.lexsort((offset, partition))
-    return df.take(order).reset_index(drop=True)
+        return cols
+    positions = list(zip(partition, offset, strict=True))
+    if all(a <= b for a, b in itertools.pairwise(positions)):
+        return cols
+    order = sorted(range(len(positions)), key=positions.__getitem__)
+    return {name: [values[i] for i in order] for name, values in cols.items()}
 
 
 _COLUMN_INDEX: Final = pd.Index(OUTPUT_COLUMNS)

@@ -11,7 +11,8 @@ idempotent)::
 The query::
 
     __consumer_offsets (Kafka source, read_committed)  |  capture file (file source)
-      -> mapInArrow(decode + collapse commits)          streaming.prepare   [observed: decode counts]
+      -> mapInArrow(decode, collapse commits,          streaming.prepare   [observed: decode counts]
+                    pack rows per group)
       -> groupBy(group_id).applyInPandasWithState      streaming.adapter   [state: codec bytes,
                                                                              ProcessingTimeTimeout]
       -> foreachBatch                                   streaming.sinks     [store, events, offsets]
@@ -37,29 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("coordinator_mirror")
 
 QUERY_NAME = "coordinator_mirror"
-#: observed per batch (``DataFrame.observe``): records by type, errors, unknown types
-MAX_RECORD_TYPE = 23
 
 
 def observed_columns() -> list[Any]:
-    """Aggregates observed on the prepared rows.  A collapsed commit row stands for
-    ``n_commits + n_tombstones`` records, so every count is of records read, not rows kept."""
+    """Aggregates observed per batch (``DataFrame.observe``) on the packed rows: records by type
+    and version, errors, unknown types, commits -- `streaming.prepare.counter_names`."""
     from pyspark.sql import functions as F
 
-    is_offset = F.col("record_type").isin(0, 1) & (F.col("status") == "ok")
-    weight = F.when(is_offset, F.col("n_commits") + F.col("n_tombstones")).otherwise(F.lit(1))
-    cols = [F.sum(weight).alias("records"), F.count(F.lit(1)).alias("rows")]
-    cols.append(F.sum(F.when(F.col("status") == "error", 1).otherwise(0)).alias("errors"))
-    cols.append(F.sum(F.when(F.col("status") == "unknown", 1).otherwise(0)).alias("unknown"))
-    cols.append(F.sum(F.when(is_offset, F.col("n_commits")).otherwise(0)).alias("commits"))
-    cols.append(F.sum(F.when(is_offset, F.col("n_tombstones")).otherwise(0)).alias("offset_tombstones"))
-    for k in range(MAX_RECORD_TYPE + 1):
-        cols.append(F.sum(F.when(F.col("record_type") == k, weight).otherwise(0)).alias(f"type_{k}"))
-    for k, versions in ((1, range(5)), (2, range(5))):
-        for v in versions:
-            match = (F.col("record_type") == k) & (F.col("value_version") == v)
-            cols.append(F.sum(F.when(match, weight).otherwise(0)).alias(f"type_{k}_v{v}"))
-    return cols
+    from streaming.prepare import counter_names
+
+    return [F.sum(f"n_{name}").alias(name) for name in counter_names()]
 
 
 class Mirror:
@@ -168,15 +156,16 @@ class Mirror:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         from streaming.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
-        from streaming.prepare import decode_and_collapse, prepared_spark_ddl
+        from streaming.prepare import decode_collapse_pack, packed_spark_ddl
         from streaming.sinks import MirrorSink
         from streaming.source import read_source
 
         s = self.settings
         assert self.spark is not None
         raw = read_source(self.spark, s, sorted(self.store.readiness.targets) or None)
-        prepared: DataFrame = raw.mapInArrow(decode_and_collapse, prepared_spark_ddl())
-        prepared = prepared.observe("decode", *observed_columns())
+        packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
+        # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
+        prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
         fold = make_group_function(
             s.retention_ms, s.expiry_semantics, s.confirm_grace_ms, s.default_server_assignor
         )

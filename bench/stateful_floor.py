@@ -1,0 +1,111 @@
+"""What PySpark's applyInPandasWithState costs per group before our code runs (no Kafka needed).
+
+    .venv/bin/python bench/stateful_floor.py [--groups 10000] [--columns 2 4 25] [--rounds 3]
+
+A streaming query over a Parquet directory holding one row per group and ``--columns`` columns
+(group id + alternating string/long columns), ``groupBy(group id).applyInPandasWithState`` with a
+function that only iterates its frames and stores an 800-byte state -- the framework's floor.  The
+micro-batch's ``addBatch`` time is printed per round (round 0 includes JIT warm-up and worker
+start), and the cost per group.
+
+Why it matters: PySpark builds one pandas Series per column per group on the way in, and a state
+DataFrame per group on the way out, so the floor grows with the number of columns.  The mirror
+therefore packs each group's rows into one binary column before the shuffle
+(`streaming.prepare.pack_groups`).  Figures are printed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def noop_fold(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    import pandas as pd
+
+    rows = sum(len(f) for f in frames)
+    state.update((1, b"x" * 800))
+    yield pd.DataFrame({"group_id": [key[0]], "rows": [rows]})
+
+
+def run(spark: Any, workdir: str, groups: int, columns: int, rounds: int) -> list[float]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    src = os.path.join(workdir, f"src-{columns}")
+    os.makedirs(src)
+    data: dict[str, Any] = {"group_id": [f"group-{i}" for i in range(groups)]}
+    for c in range(columns - 1):
+        data[f"c{c}"] = np.arange(groups, dtype=np.int64) if c % 2 else [f"v{i}" for i in range(groups)]
+    pq.write_table(pa.table(data), os.path.join(src, "part-0.parquet"))
+    schema = spark.read.parquet(src).schema
+    out = (
+        spark.readStream.schema(schema)
+        .parquet(src)
+        .groupBy("group_id")
+        .applyInPandasWithState(
+            noop_fold,
+            "group_id string, rows long",
+            "v int, blob binary",
+            "update",
+            GroupStateTimeout.ProcessingTimeTimeout,
+        )
+    )
+    times = []
+    for r in range(rounds):
+        query = (
+            out.writeStream.format("noop")
+            .outputMode("update")
+            .option("checkpointLocation", os.path.join(workdir, f"ck-{columns}-{r}"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        progress = None
+        while progress is None:
+            time.sleep(0.2)
+            progress = next((p for p in query.recentProgress if p.numInputRows > 0), None)
+        query.stop()
+        times.append(progress.durationMs["addBatch"] / 1000)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--columns", type=int, nargs="+", default=[2, 4, 25])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shuffle-partitions", type=int, default=4)
+    args = ap.parse_args()
+
+    from streaming.spark_session import build_session
+
+    spark = build_session(
+        conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions), "spark.ui.enabled": "false"}
+    )
+    print(
+        f"applyInPandasWithState floor: {args.groups} groups, 1 row each, no-op function, "
+        f"{spark.sparkContext.defaultParallelism} cores"
+    )
+    with tempfile.TemporaryDirectory(prefix="stateful-floor-") as workdir:
+        for columns in args.columns:
+            times = run(spark, workdir, args.groups, columns, args.rounds)
+            best = min(times[1:] or times)
+            print(
+                f"  {columns:3d} columns: addBatch {' / '.join(f'{t:.2f}' for t in times)} s;"
+                f" best after warm-up {best:.2f} s = {best / args.groups * 1000:.3f} ms per group (wall)"
+            )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
