@@ -15,7 +15,8 @@ Output rows (``OUTPUT_DDL``), at most one pandas DataFrame per group and call:
 =========  ====================================================================================
 kind       meaning
 =========  ====================================================================================
-snapshot   ``body`` = the group's full snapshot JSON, ``summary`` = its ``GET /groups`` row
+snapshot   ``blob`` = the group's state bytes (the driver renders the full snapshot from them when
+           it is read, `streaming.store`), ``summary`` = its ``GET /groups`` row
 deleted    the group is gone (``body`` = last summary)
 event      ``body`` = one change event (JSON, `state.events`), ``key`` = event id
 offset     committed-offsets feed: ``key`` = {"group","topic","partition"} JSON, ``body`` = the
@@ -35,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 STATE_DDL: Final = "codec_version int, blob binary"
-OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string"
-OUTPUT_COLUMNS: Final = ("group_id", "kind", "key", "body", "summary")
+OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string, blob binary"
+OUTPUT_COLUMNS: Final = ("group_id", "kind", "key", "body", "summary", "blob")
 
 _ERROR_FIELDS: Final = (
     "status",
@@ -62,7 +63,7 @@ def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[
         if status != "ok":
             clean = {name: cols[name][i] for name in _ERROR_FIELDS}
             clean["group_id"] = group_id
-            rows.append((group_id, "error", None, _dumps(clean), None))
+            rows.append((group_id, "error", None, _dumps(clean), None, None))
     return rows
 
 
@@ -104,7 +105,7 @@ def offset_value(
 
 
 def make_group_function(
-    retention_ms: int, semantics: str, confirm_grace_ms: int, default_server_assignor: str = "uniform"
+    retention_ms: int, semantics: str, confirm_grace_ms: int
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to ``applyInPandasWithState`` (a closure over picklable settings)."""
 
@@ -119,8 +120,7 @@ def make_group_function(
         from state.batch import step
         from state.expiry import all_deadlines
         from state.settings import Settings
-        from state.snapshot import snapshot, summary
-        from streaming.enrich import with_assignor
+        from state.snapshot import summary
 
         settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
         group_id = key[0]
@@ -148,7 +148,7 @@ def make_group_function(
             event_id = (
                 f"{group_id}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
             )
-            rows.append((group_id, "event", event_id, _dumps(body), None))
+            rows.append((group_id, "event", event_id, _dumps(body), None, None))
 
         after_offsets = group.offsets if group is not None else {}
         after_deadlines = all_deadlines(group, settings) if group is not None else {}
@@ -161,30 +161,31 @@ def make_group_function(
                         offset_key(group_id, *tp),
                         offset_value(group_id, tp[0], tp[1], entry, after_deadlines.get(tp)),
                         None,
+                        None,
                     )
                 )
         for tp in before_offsets.keys() - after_offsets.keys():
-            rows.append((group_id, "offset", offset_key(group_id, *tp), None, None))
+            rows.append((group_id, "offset", offset_key(group_id, *tp), None, None, None))
 
         if group is None:
             if gstate.exists:
                 gstate.remove()
             if before_summary is not None:
-                rows.append((group_id, "deleted", None, _dumps(before_summary), None))
+                rows.append((group_id, "deleted", None, _dumps(before_summary), None, None))
         else:
             gstate.update((codec.blob_version(blob := codec.encode(group)), blob))
             if deadline is not None:
                 # Fires at the first trigger after the deadline (timeout < batch timestamp).
                 gstate.setTimeoutDuration(max(1, deadline - now_ms))
             if cols is not None or events or gstate.hasTimedOut:
-                snap = with_assignor(snapshot(group, settings, after_deadlines), default_server_assignor)
                 rows.append(
                     (
                         group_id,
                         "snapshot",
                         None,
-                        _dumps(snap),
+                        None,
                         _dumps(summary(group, settings, after_deadlines)),
+                        blob,
                     )
                 )
         if rows:

@@ -62,6 +62,15 @@ class Mirror:
         self.settings = settings
         self.spark = spark
         self.store = store or SnapshotStore()
+        if self.store.renderer is None:
+            from streaming.enrich import snapshot_renderer
+
+            self.store.renderer = snapshot_renderer(
+                settings.retention_ms,
+                settings.expiry_semantics,
+                settings.confirm_grace_ms,
+                settings.default_server_assignor,
+            )
         self.serve_http = serve_http
         self.query: StreamingQuery | None = None
         self.http: Any = None
@@ -166,9 +175,7 @@ class Mirror:
         packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
         prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
-        fold = make_group_function(
-            s.retention_ms, s.expiry_semantics, s.confirm_grace_ms, s.default_server_assignor
-        )
+        fold = make_group_function(s.retention_ms, s.expiry_semantics, s.confirm_grace_ms)
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )

@@ -1,7 +1,7 @@
 """Rebuild the driver's snapshot store from the checkpointed state store after a restart.
 
 The state store already holds every group (codec bytes); reading it with Spark's state data source
-(``format("statestore")``) and turning the blobs into snapshots on the executors makes the HTTP API
+(``format("statestore")``), with each group's summary computed on the executors, makes the HTTP API
 and the metrics complete before the query's first new batch -- without re-reading the topic.
 """
 
@@ -32,12 +32,11 @@ def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
     return any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
 
 
-def _snapshots(retention_ms: int, semantics: str, grace_ms: int, default_assignor: str) -> Any:
+def _summaries(retention_ms: int, semantics: str, grace_ms: int) -> Any:
     def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from state import codec
         from state.settings import Settings as StateSettings
-        from state.snapshot import snapshot, summary
-        from streaming.enrich import with_assignor
+        from state.snapshot import summary
 
         settings = StateSettings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=grace_ms)
         for df in frames:
@@ -46,25 +45,18 @@ def _snapshots(retention_ms: int, semantics: str, grace_ms: int, default_assigno
                 g = codec.decode(bytes(blob))
                 if not g.exists:
                     continue
-                rows.append(
-                    (
-                        g.group_id,
-                        json.dumps(
-                            with_assignor(snapshot(g, settings), default_assignor),
-                            separators=(",", ":"),
-                            ensure_ascii=False,
-                        ),
-                        json.dumps(summary(g, settings), separators=(",", ":"), ensure_ascii=False),
-                    )
-                )
-            yield pd.DataFrame(rows, columns=["group_id", "body", "summary"])
+                text = json.dumps(summary(g, settings), separators=(",", ":"), ensure_ascii=False)
+                rows.append((g.group_id, bytes(blob), text))
+            yield pd.DataFrame(rows, columns=["group_id", "blob", "summary"])
 
     return fn
 
 
 def recover_snapshots(
     spark: SparkSession, settings: Settings
-) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]] | None:
+) -> Iterator[tuple[str, bytes, dict[str, Any]]] | None:
+    """(group id, state bytes, summary) of every live group in the checkpoint's state store; the
+    driver store renders full snapshots from the bytes when they are read."""
     if not has_committed_batch(spark, settings.checkpoint_location):
         return None
     state = spark.read.format("statestore").load(settings.checkpoint_location)
@@ -74,14 +66,9 @@ def recover_snapshots(
         state.selectExpr(f"{blob} AS blob")
         .where("blob IS NOT NULL")
         .mapInPandas(
-            _snapshots(
-                settings.retention_ms,
-                settings.expiry_semantics,
-                settings.confirm_grace_ms,
-                settings.default_server_assignor,
-            ),
-            "group_id string, body string, summary string",
+            _summaries(settings.retention_ms, settings.expiry_semantics, settings.confirm_grace_ms),
+            "group_id string, blob binary, summary string",
         )
         .collect()
     )
-    return ((r.group_id, json.loads(r.body), json.loads(r.summary)) for r in rows)
+    return ((r.group_id, bytes(r.blob), json.loads(r.summary)) for r in rows)

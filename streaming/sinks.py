@@ -141,16 +141,14 @@ class MirrorSink:
             hook(batch_id, rows)
 
     def _apply(self, batch_id: int, rows: list[Any]) -> None:
-        snapshots: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+        snapshots: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         events: list[str] = []
         errors: list[dict[str, Any]] = []
         for r in rows:
             if r.kind == "snapshot":
-                snap = json.loads(r.body)
-                live = snap.get("exists", True)
-                snapshots.append(
-                    (r.group_id, snap if live else None, json.loads(r.summary) if live else None)
-                )
+                summ = json.loads(r.summary)
+                live = summ.get("exists", True)
+                snapshots.append((r.group_id, bytes(r.blob) if live else None, summ if live else None))
             elif r.kind == "deleted":
                 snapshots.append((r.group_id, None, None))
             elif r.kind == "event":

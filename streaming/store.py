@@ -3,6 +3,13 @@
 Written by the query's ``foreachBatch`` sink (one writer), read by the HTTP API and the metrics
 collector (many readers).  Snapshot application is idempotent per batch id: replaying a batch
 after a restart rewrites the same snapshots.
+
+A group arrives either as its snapshot (a JSON-able dict) or -- what the query sends -- as its
+state bytes (`state.codec`, ~0.8 KB for 50 offsets) with its small ``GET /groups`` summary.  The
+full snapshot (~14 KB of JSON for 50 offsets) is rendered from the bytes when somebody reads it
+(``GET /groups/{id}``, a metrics scrape) and cached until the group changes: a group that changes
+in every micro-batch is rendered at most once per read, not once per batch, and rendering leaves
+the executors' per-group budget.
 """
 
 from __future__ import annotations
@@ -10,9 +17,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: a group as applied to the store: its snapshot dict, or its state bytes to render on read
+Snapshot = dict[str, Any]
+Renderer = Callable[[bytes], Snapshot]
 
 
 @dataclass
@@ -102,12 +113,17 @@ class Readiness:
 
 
 class SnapshotStore:
-    """Thread-safe map group id -> latest snapshot (a JSON-able dict), plus mirror-wide status."""
+    """Thread-safe map group id -> latest snapshot, plus mirror-wide status.
 
-    def __init__(self, max_errors: int = 1000) -> None:
+    ``renderer`` turns a group's state bytes into its snapshot (`streaming.enrich.snapshot_renderer`);
+    it is needed only when bytes are applied."""
+
+    def __init__(self, max_errors: int = 1000, renderer: Renderer | None = None) -> None:
         self._lock = threading.RLock()
-        self._groups: dict[str, dict[str, Any]] = {}
+        #: group id -> snapshot dict, or state bytes not rendered yet
+        self._groups: dict[str, Snapshot | bytes] = {}
         self._summaries: dict[str, dict[str, Any]] = {}
+        self.renderer = renderer
         self.readiness = Readiness()
         self.last_batch = BatchStats()
         #: recent undecodable / unknown records with their partition and offset (newest last)
@@ -123,21 +139,27 @@ class SnapshotStore:
     def apply(
         self,
         batch_id: int,
-        snapshots: Iterable[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+        snapshots: Iterable[tuple[str, Snapshot | bytes | None, dict[str, Any] | None]],
     ) -> None:
-        """``snapshots``: (group id, snapshot or None if the group was deleted, summary)."""
+        """``snapshots``: (group id, snapshot or state bytes -- None if the group was deleted --,
+        summary).  A summary is required with state bytes."""
         with self._lock:
             for group_id, snapshot, summary in snapshots:
                 if snapshot is None:
                     self._groups.pop(group_id, None)
                     self._summaries.pop(group_id, None)
+                    continue
+                if isinstance(snapshot, bytes):
+                    if summary is None or self.renderer is None:
+                        raise ValueError(f"group {group_id!r}: state bytes need a summary and a renderer")
+                    self._summaries[group_id] = summary
                 else:
-                    self._groups[group_id] = snapshot
                     self._summaries[group_id] = summary if summary is not None else snapshot
+                self._groups[group_id] = snapshot
             self.applied_batch_id = max(self.applied_batch_id, batch_id)
 
-    def load(self, snapshots: Iterable[tuple[str, dict[str, Any], dict[str, Any]]]) -> int:
-        """Bulk-load snapshots recovered from the checkpointed state at start."""
+    def load(self, snapshots: Iterable[tuple[str, Snapshot | bytes, dict[str, Any]]]) -> int:
+        """Bulk-load groups recovered from the checkpointed state at start."""
         n = 0
         with self._lock:
             for group_id, snapshot, summary in snapshots:
@@ -160,9 +182,25 @@ class SnapshotStore:
                 self.tallies[key] = self.tallies.get(key, 0) + n
 
     # -- reads (HTTP, metrics) -----------------------------------------------------------------
-    def group(self, group_id: str) -> dict[str, Any] | None:
+    def _rendered(self, pending: Mapping[str, bytes]) -> dict[str, Snapshot]:
+        """Render state bytes outside the lock (the sink keeps applying meanwhile), then cache
+        each snapshot unless the group changed again in between."""
+        if not pending:
+            return {}
+        assert self.renderer is not None  # apply() refuses bytes without one
+        done = {gid: self.renderer(blob) for gid, blob in pending.items()}
         with self._lock:
-            return self._groups.get(group_id)
+            for gid, snap in done.items():
+                if self._groups.get(gid) is pending[gid]:
+                    self._groups[gid] = snap
+        return done
+
+    def group(self, group_id: str) -> Snapshot | None:
+        with self._lock:
+            found = self._groups.get(group_id)
+        if isinstance(found, bytes):
+            return self._rendered({group_id: found})[group_id]
+        return found
 
     def tallies_snapshot(self) -> dict[tuple[str, ...], int]:
         with self._lock:
@@ -172,9 +210,13 @@ class SnapshotStore:
         with self._lock:
             return [self._summaries[g] for g in sorted(self._summaries)]
 
-    def snapshots(self) -> list[dict[str, Any]]:
+    def snapshots(self) -> list[Snapshot]:
+        """Every group's snapshot (rendering the ones that changed since they were last read)."""
         with self._lock:
-            return list(self._groups.values())
+            current = dict(self._groups)
+        pending = {gid: v for gid, v in current.items() if isinstance(v, bytes)}
+        rendered = self._rendered(pending)
+        return [v if isinstance(v, dict) else rendered[gid] for gid, v in current.items()]
 
     def __len__(self) -> int:
         with self._lock:

@@ -16,19 +16,21 @@ from state.model import Group
 from state.replay import fold
 from state.settings import Settings as StateSettings
 from state.snapshot import snapshot, summary
-from streaming.enrich import with_assignor
+from streaming.enrich import snapshot_renderer, with_assignor
 from streaming.settings import Settings, load_settings
 from streaming.store import SnapshotStore
 from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
 
 #: 7-day retention, 4.x rules (Kafka's defaults)
 STATE_SETTINGS = StateSettings(retention_ms=7 * DAY, semantics="4.x", confirm_grace_ms=11 * MIN)
+#: the driver's renderer for the same settings (state bytes -> snapshot, as `streaming.store` uses it)
+RENDERER = snapshot_renderer(7 * DAY, "4.x", 11 * MIN, "uniform")
 
 
 class FakeMirror:
     def __init__(self, settings: Settings, store: SnapshotStore | None = None) -> None:
         self.settings = settings
-        self.store = store or SnapshotStore()
+        self.store = store or SnapshotStore(renderer=RENDERER)
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
         self.healthy = True

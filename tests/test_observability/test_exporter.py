@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from state import codec
 from state import events as ev
 from state.model import COUNTERS
 from state.replay import fold
@@ -395,7 +396,7 @@ def test_reason_and_record_type_labels_are_bounded() -> None:
     assert record_type_label(123) == "123" and record_type_label(None) == "none"
 
 
-Row = namedtuple("Row", "group_id kind key body summary")
+Row = namedtuple("Row", "group_id kind key body summary blob")
 
 
 def test_the_sink_feeds_the_mirror_level_counters() -> None:
@@ -406,10 +407,18 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
     res = fold(None, log.records)
     assert res.group is not None
     _, snap, summ = to_store_row(res.group)
-    rows = [Row("g", "snapshot", None, json.dumps(snap), json.dumps(summ))]
-    rows += [Row("g", "event", "k", _event_json(e), None) for e in res.events]
+    # a snapshot row as the adapter sends it: the summary, and the state bytes to render on read
+    rows = [Row("g", "snapshot", None, None, json.dumps(summ), codec.encode(res.group))]
+    rows += [Row("g", "event", "k", _event_json(e), None, None) for e in res.events]
     rows.append(
-        Row(None, "error", None, json.dumps({"status": "unknown", "record_type": 42, "group_id": None}), None)
+        Row(
+            None,
+            "error",
+            None,
+            json.dumps({"status": "unknown", "record_type": 42, "group_id": None}),
+            None,
+            None,
+        )
     )
     m = FakeMirror(settings())
     MirrorSink(m.settings, m.store, None)._apply(7, rows)  # type: ignore[arg-type]
@@ -418,6 +427,7 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
     assert value(s, "coordinator_mirror_events_total", type="member_joined") == 2
     assert value(s, "coordinator_mirror_skipped_records_total", status="unknown", record_type="42") == 1
     assert value(s, "coordinator_mirror_group_rebalances_total", group="g") == 2
+    assert m.store.group("g") == snap  # rendered from the bytes: what the executor would have sent
 
 
 def test_scrape_of_a_large_store_is_cheap() -> None:
