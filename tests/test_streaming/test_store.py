@@ -11,8 +11,8 @@ from state.replay import fold
 from state.snapshot import snapshot, summary
 from streaming.enrich import snapshot_renderer, with_assignor
 from streaming.store import SnapshotStore
-from tests.test_state.builders import DAY, MIN, Log, cm
 from tests.test_observability.synthetic import STATE_SETTINGS
+from tests.test_state.builders import DAY, MIN, Log, cm
 
 
 def _group(generation: int) -> tuple[bytes, dict, dict]:
