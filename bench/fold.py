@@ -1,15 +1,15 @@
-"""Benchmark of the state fold's batch path (state.batch.fold_frame), one core.
+"""Benchmark of the state fold's batch path (state.batch.fold_columns / fold_frame), one core.
 
     .venv/bin/python bench/fold.py [--groups 10000] [--partitions 50] [--commits 1] [--batches 3]
-                                   [--flavour spark|decoders] [--profile]
+                                   [--flavour packed|spark|decoders] [--profile]
 
 Dataset (deterministic): ``--groups`` consumer groups, each committing ``--partitions`` partitions
 (over 1-5 topics, a third of the commits with a topic id, a few with metadata) ``--commits`` times
-per micro-batch.  Input is what the Spark adapter hands the fold: one pandas frame per group per
-micro-batch, shaped like ``decoders.OUTPUT_SCHEMA``, sorted by source position.  Two column-type
-flavours: ``spark`` (what PySpark's Arrow->pandas conversion produces: numpy int64/int32, float64
-with NaN for nullable ints that hold nulls, object strings) and ``decoders`` (``decode_pandas``'s
-nullable Int64/Int32/boolean extension dtypes).
+per micro-batch.  Input flavours: ``packed`` (default; what the streaming job hands the fold: the
+group's rows packed by `streaming.prepare.pack_groups`, timed from unpacking to the folded
+state), and one pandas frame per group shaped like ``decoders.OUTPUT_SCHEMA`` -- ``spark`` (what
+PySpark's Arrow->pandas conversion produces: numpy int64/int32, float64 with NaN for nullable ints
+that hold nulls, object strings) or ``decoders`` (``decode_pandas``'s nullable extension dtypes).
 
 Each micro-batch folds every group's frame into its state (the first batch creates the groups; the
 next ones update 100% of their offsets) and, like the adapter, encodes every touched group with the
@@ -38,9 +38,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from state.batch import fold_frame  # noqa: E402
+from state.batch import fold_columns, fold_frame  # noqa: E402
 from state.codec import decode, encode  # noqa: E402
 from state.model import Group  # noqa: E402
+from streaming.prepare import pack_groups, prepared_schema, unpack_group  # noqa: E402
 
 T0 = 1_790_000_000_000
 TOPIC_IDS = [f"{i:02d}AAAAAAAAAAAAAAAAAAAA"[:22] for i in range(64)]
@@ -112,13 +113,28 @@ def group_frames(
     return frames
 
 
+def packed(frames: list[pd.DataFrame]) -> list[tuple[str, bytes]]:
+    """The frames as the streaming job's mapInArrow step ships them: packed per group."""
+    schema = prepared_schema()
+    out = []
+    for frame in frames:
+        counted = frame.assign(
+            n_commits=np.ones(len(frame), np.int32), n_tombstones=np.zeros(len(frame), np.int32)
+        )
+        batch = pa.RecordBatch.from_pandas(counted[schema.names], schema=schema, preserve_index=False)
+        packed_batch = pack_groups(batch)
+        ids, blobs = packed_batch.column("group_id").to_pylist(), packed_batch.column("packed").to_pylist()
+        out += zip(ids, blobs, strict=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=50)
     ap.add_argument("--commits", type=int, default=1, help="commits per partition per micro-batch")
     ap.add_argument("--batches", type=int, default=3)
-    ap.add_argument("--flavour", choices=["spark", "decoders"], default="spark")
+    ap.add_argument("--flavour", choices=["packed", "spark", "decoders"], default="packed")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--trace-memory", action="store_true", help="tracemalloc the run (slows the fold ~10x)")
     args = ap.parse_args()
@@ -135,17 +151,28 @@ def main() -> int:
     tracemalloc.start() if args.trace_memory else None
     for b in range(args.batches):
         frames = group_frames(
-            args.groups, n_parts=args.partitions, commits=args.commits, batch=b, flavour=args.flavour, rng=rng
+            args.groups,
+            n_parts=args.partitions,
+            commits=args.commits,
+            batch=b,
+            flavour="spark" if args.flavour == "packed" else args.flavour,
+            rng=rng,
         )
         rows = sum(len(f) for f in frames)
+        blobs = packed(frames) if args.flavour == "packed" else []
         prof = cProfile.Profile() if args.profile and b == args.batches - 1 else None
         if prof:
             prof.enable()
         t0 = time.process_time()
-        for gi, df in enumerate(frames):
-            gid = f"group-{gi}"
-            res = fold_frame(groups.get(gid), df)
-            groups[gid] = res.group
+        if blobs:
+            for gid, blob in blobs:
+                cols = unpack_group(blob)
+                cols["group_id"] = [gid] * len(cols["status"])
+                groups[gid] = fold_columns(groups.get(gid), cols).group
+        else:
+            for gi, df in enumerate(frames):
+                gid = f"group-{gi}"
+                groups[gid] = fold_frame(groups.get(gid), df).group
         t1 = time.process_time()
         for gid, g in groups.items():
             if g is not None:

@@ -66,6 +66,13 @@ class Settings(BaseSettings):
         2_000_000, gt=0, description="records per micro-batch at most (initial backfill pacing)"
     )
     trigger_interval_s: float = Field(5.0, gt=0, description="micro-batch trigger interval, seconds")
+    source_tasks: int | None = Field(
+        None,
+        gt=0,
+        description="Spark tasks reading the topic per micro-batch (default: the cluster's cores); "
+        "each task costs ~0.1 s of fixed overhead, so one per __consumer_offsets partition is "
+        "slow when partitions outnumber cores",
+    )
 
     # -- state and semantics --------------------------------------------------------------------
     checkpoint_location: str = Field(
