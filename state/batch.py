@@ -38,6 +38,8 @@ Commits must never be collapsed *across* a tombstone of the same partition into 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import repeat
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -248,16 +250,24 @@ def _apply_commit_run(
         n = hi - lo
         if tids.count(None) != n:
             g.topic_names.update({tid: t for tid, t in zip(tids, topics, strict=True) if tid is not None})
-        committed = n if counts is None else sum(1 if c is None else c for c in counts)
+        if counts is None:
+            committed = n
+        elif None in counts:
+            committed = sum(1 if c is None else c for c in counts)
+        else:
+            committed = sum(counts)
         ctx.commits += committed
         g.counters["commits"] += committed
         ctx.committed.update(keys)
         ctx.commit_topics.update(topics)
         last = (sp[-1], so[-1], cols["source_timestamp_ms"][hi - 1])
         ctx.last_src["commit"] = last
-        g.counters["records"] += (
-            n if counts is None or tomb_counts is None else sum(map(records_at, range(n)))
-        )
+        if counts is None or tomb_counts is None:
+            g.counters["records"] += n
+        elif None in counts or None in tomb_counts:
+            g.counters["records"] += sum(map(records_at, range(n)))
+        else:  # max(1, commits + tombstones) per row, without a Python frame per row
+            g.counters["records"] += sum(map(max, repeat(1, n), map(add, counts, tomb_counts)))
         g.last_position = (last[0], last[1])
         g.last_change_ms = last[2]
         return g
