@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -222,14 +223,19 @@ def _secret(option: str) -> bool:
     return any(word in option for word in ("password", "jaas", "secret", "token", "key"))
 
 
+#: the file ``load_settings(config_file)`` reads for the duration of that call
+_CONFIG_FILE: ContextVar[str | None] = ContextVar("coordinator_mirror_config_file", default=None)
+
+
 class _FileSource(PydanticBaseSettingsSource):
-    """The optional settings file named by ``CM_CONFIG_FILE`` (set by ``--config``)."""
+    """The optional settings file: ``--config`` (``load_settings(config_file)``), else the file
+    named by ``CM_CONFIG_FILE``."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        path = os.environ.get("CM_CONFIG_FILE")
+        path = _CONFIG_FILE.get() or os.environ.get("CM_CONFIG_FILE")
         if not path:
             return {}
         text = Path(path).read_text()
@@ -246,10 +252,11 @@ class _FileSource(PydanticBaseSettingsSource):
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
     """Build the settings; raise :class:`SettingsError` naming every invalid setting."""
-    if config_file:
-        if not Path(config_file).is_file():
-            raise SettingsError(f"config: file {config_file} not found")
-        os.environ["CM_CONFIG_FILE"] = config_file
+    if config_file and not Path(config_file).is_file():
+        raise SettingsError(f"config: file {config_file} not found")
+    # scoped to this call: a process-wide CM_CONFIG_FILE would leak the file into every later
+    # load_settings() (seen in the test suite: one test's SSL options reached another's mirror)
+    token = _CONFIG_FILE.set(config_file or None)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -259,6 +266,8 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
             name = ".".join(str(p) for p in err["loc"])
             problems.append(f"{name}: {msg}" if name else msg)
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+    finally:
+        _CONFIG_FILE.reset(token)
 
 
 def settings_table_markdown() -> str:

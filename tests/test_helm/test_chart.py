@@ -81,7 +81,7 @@ def load_rendered_settings(rendered: Rendered, tmp_path: Path, monkeypatch: pyte
     for name, value in _pod_env(_container(rendered)).items():
         if name.startswith("CM_"):
             monkeypatch.setenv(name, value)
-    monkeypatch.setenv("CM_CONFIG_FILE", str(path))  # restored by monkeypatch; load_settings sets it
+    monkeypatch.setenv("CM_CONFIG_FILE", str(path))  # what the pod sets (restored by monkeypatch)
     return load_settings(config_file=str(path))
 
 

@@ -48,6 +48,10 @@ def test_precedence_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest
     assert (s.bootstrap_servers, s.cluster_name, s.http_port) == ("file:9092", "from-env", 9100)
     # maps merge key by key across the sources
     assert s.kafka_options == {"security.protocol": "SSL", "sasl.mechanism": "PLAIN"}
+    # the file belonged to that call: a later load_settings() in the process does not read it
+    monkeypatch.delenv("CM_KAFKA_OPTIONS__SASL_MECHANISM")
+    later = load_settings(bootstrap_servers="b:9092")
+    assert later.kafka_options == {} and later.http_port != 9000
 
 
 @pytest.mark.parametrize(
