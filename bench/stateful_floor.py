@@ -90,7 +90,9 @@ def main() -> None:
     from streaming.spark_session import build_session
 
     spark = build_session(
-        conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions), "spark.ui.enabled": "false"}
+        conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions), "spark.ui.enabled": "false"},
+        # stopping a query mid-batch (the rounds stop it right after their batch) logs task kills
+        log_level="OFF",
     )
     print(
         f"applyInPandasWithState floor: {args.groups} groups, 1 row each, no-op function, "

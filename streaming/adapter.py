@@ -105,9 +105,11 @@ def offset_value(
 
 
 def make_group_function(
-    retention_ms: int, semantics: str, confirm_grace_ms: int
+    retention_ms: int, semantics: str, confirm_grace_ms: int, emit_offsets: bool = True
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The function handed to ``applyInPandasWithState`` (a closure over picklable settings)."""
+    """The function handed to ``applyInPandasWithState`` (a closure over picklable settings).
+    ``emit_offsets``: produce the committed-offsets feed rows (only when a topic takes them: a
+    backfill changes every offset, and their JSON is most of the output)."""
 
     def fold_group(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], gstate: Any
@@ -135,7 +137,7 @@ def make_group_function(
             return
 
         group = codec.decode(gstate.get[1]) if gstate.exists else None
-        before_offsets = dict(group.offsets) if group is not None else {}
+        before_offsets = dict(group.offsets) if group is not None and emit_offsets else {}
         before_deadlines = all_deadlines(group, settings) if group is not None else {}
         before_summary = summary(group, settings, before_deadlines) if group is not None else None
 
@@ -150,7 +152,7 @@ def make_group_function(
             )
             rows.append((group_id, "event", event_id, _dumps(body), None, None))
 
-        after_offsets = group.offsets if group is not None else {}
+        after_offsets = group.offsets if group is not None and emit_offsets else {}
         after_deadlines = all_deadlines(group, settings) if group is not None else {}
         for tp, entry in after_offsets.items():
             if before_offsets.get(tp) != entry or before_deadlines.get(tp) != after_deadlines.get(tp):

@@ -181,7 +181,9 @@ class Mirror:
         packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
         prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
-        fold = make_group_function(s.retention_ms, s.expiry_semantics, s.confirm_grace_ms)
+        fold = make_group_function(
+            s.retention_ms, s.expiry_semantics, s.confirm_grace_ms, emit_offsets=bool(s.offsets_topic)
+        )
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
