@@ -40,15 +40,15 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import repeat
 from operator import add
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from decoders import payload_to_record
 from decoders.records import DecodeError, Source, UnknownRecord
-from state.expiry import check_pending, expire, next_deadline_ms
-from state.model import Group, OffsetEntry
+from state.expiry import check_pending, expire_at, next_deadline_ms
+from state.model import Group, OffsetEntry, TopicPartition
 from state.replay import (
     FoldContext,
     FoldResult,
@@ -355,6 +355,16 @@ def fold_columns(
     return finish(g, ctx)
 
 
+class StepResult(NamedTuple):
+    """`step_detail`'s answer: `step`'s triple plus the remaining offsets' deadlines."""
+
+    group: Group | None
+    events: list[Any]
+    deadline: int | None
+    #: `state.expiry.all_deadlines` of ``group`` after the step (``{}`` when it is ``None``)
+    deadlines: dict[TopicPartition, int | None]
+
+
 def step(
     group: Group | None,
     df: pd.DataFrame | dict[str, list[Any]] | None,
@@ -367,6 +377,20 @@ def step(
     as `fold_columns` takes them), then apply the expiry rules at ``now_ms``.  Returns ``(group or
     None, events, next deadline or None)`` -- ``None`` group: remove the state row; deadline: set
     the timeout to ``deadline - now_ms``."""
+    res = step_detail(group, df, now_ms, group_id=group_id, settings=settings)
+    return res.group, res.events, res.deadline
+
+
+def step_detail(
+    group: Group | None,
+    df: pd.DataFrame | dict[str, list[Any]] | None,
+    now_ms: int,
+    *,
+    group_id: str | None = None,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> StepResult:
+    """`step`, with every remaining offset's deadline: the expiry rules are evaluated once per
+    group and trigger, and the adapter's summary and offsets feed reuse the figures."""
     events: list[Any] = []
     g = group
     if isinstance(df, dict):
@@ -378,7 +402,10 @@ def step(
     if res is not None:
         g = res.group
         events.extend(res.events)
-    if g is not None:
-        g, more = expire(g, now_ms, settings)
-        events.extend(more)
-    return g, events, (None if g is None else next_deadline_ms(g, settings))
+    if g is None:
+        return StepResult(None, events, None, {})
+    g, more, deadlines = expire_at(g, now_ms, settings)
+    events.extend(more)
+    if g is None:
+        return StepResult(None, events, None, {})
+    return StepResult(g, events, next_deadline_ms(g, settings, deadlines), deadlines)

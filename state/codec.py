@@ -100,10 +100,11 @@ def _offsets_out(g: Group) -> list[Any]:
         tid = entries[0][1][5]
         flat: list[Any] = []
         for p, e in entries:
-            if e[5] != tid or e[6] != sp or e[7] > so_ref:
+            off, le, md, cts, ets, etid, esp, eso = e  # unpacking: cheaper than 8 subscripts
+            if etid != tid or esp != sp or eso > so_ref:
                 irregular.append([t, p, *e])
                 continue
-            flat += (p, e[0], e[1], e[2], e[3] - base_ts, e[4], so_ref - e[7])
+            flat += (p, off, le, md, cts - base_ts, ets, so_ref - eso)
         topics.append([t, tid, flat])
     return [base_ts, sp, so_ref, topics, irregular]
 

@@ -340,8 +340,19 @@ def expire(
     """Apply the rules at ``now_ms``: remove expired offsets, delete the group if Rule 8 holds, and
     flag unconfirmed expiries.  Returns the group -- ``None`` when nothing is left to keep (the
     adapter then calls ``state.remove()``) -- and the events.  Idempotent for a fixed ``now_ms``."""
+    kept, out, _deadlines = expire_at(g, now_ms, settings)
+    return kept, out
+
+
+def expire_at(
+    g: Group, now_ms: int, settings: Settings = DEFAULT_SETTINGS
+) -> tuple[Group | None, list[ev.Event], dict[TopicPartition, int | None]]:
+    """`expire`, also returning `all_deadlines` of what is left (``{}`` for ``None``): the rules
+    evaluate every offset once here, and the caller needs the same figures for the summary, the
+    timeout and the offsets feed -- one pass instead of three."""
     out: list[ev.Event] = []
     check_pending(g, now_ms, settings, out, (None, None))
+    deadlines: dict[TopicPartition, int | None] = {}
     if g.exists:
         deadlines = all_deadlines(g, settings)
         expired = sorted(tp for tp, d in deadlines.items() if d is not None and now_ms >= d)
@@ -350,6 +361,7 @@ def expire(
                 pend = deadlines[tp]
                 assert pend is not None
                 del g.offsets[tp]
+                del deadlines[tp]
                 g.pending[tp] = pend
             g.counters["offsets_expired"] += len(expired)
             g.last_change_ms = now_ms
@@ -372,9 +384,12 @@ def expire(
             mark_dead(g, now_ms)
             g.last_change_ms = now_ms
             out.append(ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired"))
-    if not g.exists and not g.pending and not g.offsets:
-        return None, out
-    return g, out
+    if not g.exists:
+        if not g.pending and not g.offsets:
+            return None, out, {}
+        # a dead group's remaining offsets wait for their tombstones under Rule 7 (no deadline)
+        deadlines = all_deadlines(g, settings)
+    return g, out, deadlines
 
 
 def mark_dead(g: Group, at_ms: int | None) -> None:

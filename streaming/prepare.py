@@ -82,11 +82,12 @@ def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
         zeros = np.zeros(n, np.int32)
         return _with_counts(batch, zeros, zeros)
 
-    sub = batch.take(pa.array(commit_idx))
-    g = pc.dictionary_encode(sub.column("group_id")).indices.to_numpy(zero_copy_only=False)
-    t = pc.dictionary_encode(sub.column("topic")).indices.to_numpy(zero_copy_only=False)
-    p = sub.column("partition_num").to_numpy(zero_copy_only=False)
-    off = sub.column("source_offset").to_numpy(zero_copy_only=False)
+    # codes over the whole batch, then the commit rows picked in numpy: taking the commit rows of
+    # the (wide) batch first copied every column of nearly every row
+    g = _filled(pc.dictionary_encode(batch.column("group_id")).indices, -1)[commit_idx]
+    t = _filled(pc.dictionary_encode(batch.column("topic")).indices, -1)[commit_idx]
+    p = _filled(batch.column("partition_num"), -1)[commit_idx]
+    off = _filled(batch.column("source_offset"), -1)[commit_idx]
     order = np.lexsort((off, p, t, g))
     gs, ts, ps = g[order], t[order], p[order]
     sub_tomb = tomb[commit_idx][order]

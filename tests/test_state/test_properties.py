@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from state import events as ev
-from state.batch import fold_frame
+from state.batch import fold_frame, step, step_detail
 from state.codec import decode, encode
+from state.expiry import all_deadlines, next_deadline_ms
 from state.model import Group
 from state.replay import fold
+from state.settings import Settings
 
 from .builders import AnyRecord, Log, cm, frame, tip
 
@@ -172,3 +174,34 @@ def test_batch_fold_equals_per_record_fold(ops: list[tuple[Any, ...]], cuts: lis
     g, events = fold_in_batches(records, cuts, frames=True, spark=spark)
     assert g == whole.group
     assert normalise(events) == normalise(whole.events)
+
+
+@COMMON
+@given(
+    st.lists(op, max_size=30),
+    st.integers(0, 40),
+    st.sampled_from([0, 60_000, 3_600_000, 10**7]),
+    st.sampled_from(["4.x", "2.1-3.x", "<=2.0"]),
+)
+def test_step_detail_deadlines_equal_a_fresh_evaluation(
+    ops: list[tuple[Any, ...]], cut: int, later_ms: int, semantics: str
+) -> None:
+    """step_detail evaluates the expiry rules once and hands the figures on (summary, timeout,
+    offsets feed): they must be what evaluating the resulting group afresh gives, whatever
+    expired, was deleted or is pending at that moment."""
+    s = Settings(retention_ms=3_600_000, confirm_grace_ms=60_000, semantics=semantics)
+    records = build(ops)
+    k = cut % (len(records) + 1)
+    g: Group | None = None
+    for part in (records[:k], records[k:]):
+        now = max((r.source.timestamp_ms or 0 for r in part), default=0) + later_ms
+        twin = None if g is None else decode(encode(g))  # step changes the group in place
+        res = step_detail(g, frame(part) if part else None, now, group_id=G, settings=s)
+        df = frame(part) if part else None
+        assert (res.group, res.events, res.deadline) == step(twin, df, now, group_id=G, settings=s)
+        if res.group is None:
+            assert res.deadlines == {} and res.deadline is None
+        else:
+            assert res.deadlines == all_deadlines(res.group, s)
+            assert res.deadline == next_deadline_ms(res.group, s)
+        g = res.group

@@ -1,0 +1,140 @@
+"""streaming.adapter's group function, called the way applyInPandasWithState calls it -- without
+Spark: real record bytes go through the query's own mapInArrow body (decode, collapse, pack), and
+a stand-in for PySpark's GroupState keeps the state row between calls.  What the driver and the
+output topics receive (snapshot / deleted / offset rows) is checked row by row."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from state import codec
+from state.expiry import all_deadlines
+from state.settings import Settings
+from streaming.adapter import OUTPUT_COLUMNS, make_group_function
+from streaming.prepare import decode_collapse_pack
+
+from .test_prepare import commit_key, commit_value, group_key
+
+HOUR = 3_600_000
+T0 = 1_700_000_000_000
+RETENTION = 24 * HOUR
+
+
+class FakeGroupState:
+    """The part of pyspark.sql.streaming.state.GroupState the adapter uses."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self.row: tuple[int, bytes] | None = None
+        self.timeout_ms: int | None = None
+        self.hasTimedOut = False
+
+    @property
+    def exists(self) -> bool:
+        return self.row is not None
+
+    @property
+    def get(self) -> tuple[int, bytes]:
+        assert self.row is not None
+        return self.row
+
+    def update(self, row: tuple[int, bytes]) -> None:
+        self.row = row
+
+    def remove(self) -> None:
+        self.row = None
+
+    def setTimeoutDuration(self, ms: int) -> None:  # noqa: N802 - PySpark's name
+        self.timeout_ms = ms
+
+    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802 - PySpark's name
+        return self.now_ms
+
+
+def call(
+    fn: Any, state: FakeGroupState, rows: list[tuple[bytes, bytes | None]], first_offset: int
+) -> list[dict[str, Any]]:
+    """One trigger for group "g": the rows as the query packs them, then the group function."""
+    raw = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([k for k, _ in rows], pa.binary()),
+            "value": pa.array([v for _, v in rows], pa.binary()),
+            "partition": pa.array([0] * len(rows), pa.int32()),
+            "offset": pa.array(range(first_offset, first_offset + len(rows)), pa.int64()),
+            "timestamp": pa.array([T0 + first_offset + i for i in range(len(rows))], pa.int64()),
+        }
+    )
+    packed = pa.Table.from_batches(list(decode_collapse_pack([raw]))).to_pandas()
+    assert packed["group_id"].tolist() == ["g"]
+    frames = iter([packed[["group_id", "packed"]]])
+    out = list(fn(("g",), frames, state))
+    assert all(list(f.columns) == list(OUTPUT_COLUMNS) for f in out)
+    return pd.concat(out).to_dict("records") if out else []
+
+
+def of_kind(rows: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["kind"] == kind]
+
+
+def test_snapshot_rows_carry_the_state_bytes_and_a_summary_with_the_next_deadline() -> None:
+    settings = Settings(retention_ms=RETENTION)
+    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=False)
+    state = FakeGroupState(now_ms=T0 + HOUR)
+    rows = call(
+        fn,
+        state,
+        [
+            (commit_key("g", "t", 0), commit_value(5, T0)),
+            (commit_key("g", "t", 0), commit_value(7, T0 + 10)),  # collapsed: the newest wins
+            (commit_key("g", "t", 1), commit_value(9, T0 + 20)),
+        ],
+        first_offset=0,
+    )
+    (snap,) = of_kind(rows, "snapshot")
+    assert not of_kind(rows, "offset")  # no feed unless a topic takes it
+    group = codec.decode(snap["blob"])
+    assert {tp: e[0] for tp, e in group.offsets.items()} == {("t", 0): 7, ("t", 1): 9}
+    assert state.row is not None and state.row[1] == snap["blob"]
+    summary = json.loads(snap["summary"])
+    assert summary["offsets"] == 2 and summary["next_deadline_ms"] == T0 + 10 + RETENTION
+    assert summary["next_deadline_ms"] == min(d for d in all_deadlines(group, settings).values() if d)
+    assert state.timeout_ms == summary["next_deadline_ms"] - state.now_ms
+
+
+def test_a_group_whose_last_offsets_are_deleted_leaves_a_deleted_row_with_its_last_summary() -> None:
+    settings = Settings(retention_ms=RETENTION)
+    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=True)
+    state = FakeGroupState(now_ms=T0 + HOUR)
+    call(
+        fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0
+    )
+    # what the coordinator writes when the group's offsets are deleted: offset tombstones, then the
+    # (simple) group's own tombstone once nothing is left
+    gone = [(commit_key("g", "t", 0), None), (commit_key("g", "t", 1), None), (group_key("g"), None)]
+    rows = call(fn, state, gone, first_offset=2)
+    assert state.row is None  # state.remove(): no state row left for a gone group
+    (deleted,) = of_kind(rows, "deleted")
+    last = json.loads(deleted["body"])
+    assert last["group_id"] == "g" and last["offsets"] == 2  # the summary before the deletion
+    tombstones = of_kind(rows, "offset")
+    assert sorted(json.loads(r["key"])["partition"] for r in tombstones) == [0, 1]
+    assert all(r["body"] is None for r in tombstones)
+
+
+def test_the_offsets_feed_has_a_row_only_for_offsets_that_changed() -> None:
+    settings = Settings(retention_ms=RETENTION)
+    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=True)
+    state = FakeGroupState(now_ms=T0 + HOUR)
+    first = call(
+        fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0
+    )
+    assert len(of_kind(first, "offset")) == 2
+    rows = call(fn, state, [(commit_key("g", "t", 1), commit_value(60, T0 + 5))], first_offset=2)
+    (feed,) = of_kind(rows, "offset")
+    value = json.loads(feed["body"])
+    assert json.loads(feed["key"]) == {"group": "g", "topic": "t", "partition": 1}
+    assert value["offset"] == 60 and value["expires_at_ms"] == T0 + 5 + RETENTION
