@@ -1,17 +1,19 @@
 """Pipeline benchmark: the mirror against a real broker preloaded with millions of real commits.
 
     .venv/bin/python bench/pipeline.py [--records 5000000] [--groups 10000] [--partitions 50]
+                                       [--max-offsets-per-trigger N [N ...]]
 
 1. Preload: a local broker (50 partitions of __consumer_offsets, like production) receives
    ``--records`` offset-commit records through real OffsetCommit requests (AdminClient
    alter_consumer_group_offsets: one request per group and round, ``--partitions`` partitions each).
 2. (a) Spark's raw read of the topic into a noop sink; (b) the mirror from earliest until caught
-   up.  Records/s of both, their ratio, peak memory of the Spark JVM and the Python workers, state
-   size.
+   up, once per ``--max-offsets-per-trigger`` value (each on a new checkpoint).  Records/s of both,
+   their ratio, peak memory of the Spark JVM and the Python workers, state size.
 3. Latency: under a steady commit rate, commit -> visible in ``GET /groups/{id}`` (p50/p99),
    against the trigger interval.
-4. 10k groups active in one micro-batch: one commit for each of ``--groups`` groups, and the
-   duration of the batch that folds them.
+4. 10k groups active in one micro-batch: one commit for each of ``--groups`` groups, all in one
+   producer transaction (read_committed makes them visible together), against the running mirror;
+   the duration of the batch that folds them.
 
 Figures are printed; nothing is asserted (benchmarks report, tests decide).  The machine is noisy:
 compare the ratios measured in one run.
@@ -167,7 +169,77 @@ def raw_read(spark: Any, bootstrap: str, partitions: list[int], workdir: Path) -
     return rows, elapsed
 
 
+def mirror_backfill(
+    spark: Any, bootstrap: str, args: argparse.Namespace, per_trigger: int, checkpoint: Path
+) -> tuple[Any, dict[str, Any], dict[int, dict[str, int]]]:
+    """(b): a mirror on a new checkpoint, from earliest until ready; its figures per batch, and
+    the driver-side phases of every batch it runs (kept up to date while it runs)."""
+    from streaming.app import Mirror
+    from streaming.settings import load_settings
+
+    settings = load_settings(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        trigger_interval_s=args.trigger,
+        max_offsets_per_trigger=per_trigger,
+        shuffle_partitions=4,
+        http_port=0,
+    )
+    mirror = Mirror(settings, spark=spark)
+    started = time.monotonic()
+    mirror.start()
+    phases: dict[int, dict[str, int]] = {}  # batch id -> where its time went (driver side)
+    assert mirror.sink is not None
+    mirror.sink.on_batch.append(
+        lambda batch_id, rows: phases.__setitem__(
+            batch_id,
+            {k: getattr(mirror.store.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
+        )
+    )
+    backlog = sum(mirror.store.readiness.targets.values()) - sum(mirror.store.readiness.starts.values())
+    query_started = time.monotonic()
+    while not mirror.wait_ready(30):
+        log(f"(b) catching up: {100 * mirror.store.readiness.progress():.1f}%")
+    elapsed_b = time.monotonic() - query_started
+    figures = {
+        "max_offsets_per_trigger": per_trigger,
+        "records": backlog,
+        "seconds_to_ready": round(elapsed_b, 1),
+        "seconds_incl_start": round(time.monotonic() - started, 1),
+        "records_per_s": round(backlog / elapsed_b),
+        "batches": [
+            {k: p[k] for k in ("batch_id", "input_rows", "state_rows", "state_bytes")}
+            | {"ms": p["duration_ms"].get("triggerExecution")}
+            | phases.get(p["batch_id"], {})
+            for p in mirror.progress_history
+            if p["input_rows"]
+        ],
+    }
+    return mirror, figures, phases
+
+
+def burst_in_one_transaction(bootstrap: str, groups: int, topics: int) -> None:
+    """One offset commit for each of ``groups`` groups, all in a single producer transaction
+    (TxnOffsetCommit per group, then EndTxn: the markers make them visible at once)."""
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="bench-burst")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for g in range(groups):
+            tp = KTopicPartition(f"bench-t{g % topics}", 0)
+            producer.send_offsets_to_transaction({tp: OffsetAndMetadata(99_999, "", -1)}, f"bench-g{g}")
+        producer.commit_transaction()
+    finally:
+        producer.close()
+
+
 def main() -> int:
+    from streaming.settings import Settings
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--groups", type=int, default=10_000)
@@ -175,16 +247,20 @@ def main() -> int:
     ap.add_argument("--topics", type=int, default=20)
     ap.add_argument("--offsets-partitions", type=int, default=50, help="__consumer_offsets partitions")
     ap.add_argument("--trigger", type=float, default=2.0, help="mirror trigger interval, seconds")
-    ap.add_argument("--max-offsets-per-trigger", type=int, default=2_000_000)
+    ap.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        nargs="+",
+        default=[Settings.model_fields["max_offsets_per_trigger"].default],
+        help="(b) once per value, each from a new checkpoint (default: the mirror's default)",
+    )
     ap.add_argument("--latency-seconds", type=float, default=60.0)
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
     from confluent_kafka.admin import AdminClient
 
-    from streaming.app import Mirror
     from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.settings import load_settings
     from streaming.spark_session import build_session
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="cm-bench-"))
@@ -217,51 +293,23 @@ def main() -> int:
         }
         log(f"(a) raw read: {rows:,} records in {elapsed:.1f}s = {rows / elapsed:,.0f}/s")
 
-        settings = load_settings(
-            bootstrap_servers=broker.bootstrap,
-            checkpoint_location=str(workdir / "mirror-ckpt"),
-            trigger_interval_s=args.trigger,
-            max_offsets_per_trigger=args.max_offsets_per_trigger,
-            shuffle_partitions=4,
-            http_port=0,
-        )
-        mirror = Mirror(settings, spark=spark)
-        started = time.monotonic()
-        mirror.start()
-        phases: dict[int, dict[str, int]] = {}  # batch id -> where its time went (driver side)
-        assert mirror.sink is not None
-        mirror.sink.on_batch.append(
-            lambda batch_id, rows: phases.__setitem__(
-                batch_id,
-                {k: getattr(mirror.store.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
+        # (b) once per --max-offsets-per-trigger value, each on a fresh checkpoint; the last
+        # mirror stays up for the latency and burst phases
+        runs = []
+        mirror = None
+        for i, per_trigger in enumerate(args.max_offsets_per_trigger):
+            if mirror is not None:
+                mirror.stop()
+            checkpoint = workdir / f"mirror-ckpt-{i}"
+            mirror, b, phases = mirror_backfill(spark, broker.bootstrap, args, per_trigger, checkpoint)
+            b["ratio_b_over_a"] = round(b["records_per_s"] / figures["a_raw_read"]["records_per_s"], 2)
+            runs.append(b)
+            log(
+                f"(b) mirror, max_offsets_per_trigger={per_trigger:,}: {b['records']:,} records in "
+                f"{b['seconds_to_ready']:.1f}s = {b['records_per_s']:,}/s (ratio {b['ratio_b_over_a']})"
             )
-        )
-        backlog = sum(mirror.store.readiness.targets.values()) - sum(mirror.store.readiness.starts.values())
-        query_started = time.monotonic()
-        while not mirror.wait_ready(30):
-            r = mirror.store.readiness
-            log(f"(b) catching up: {100 * r.progress():.1f}%")
-        elapsed_b = time.monotonic() - query_started
-        figures["b_mirror"] = {
-            "records": backlog,
-            "seconds_to_ready": round(elapsed_b, 1),
-            "seconds_incl_start": round(time.monotonic() - started, 1),
-            "records_per_s": round(backlog / elapsed_b),
-            "batches": [
-                {k: p[k] for k in ("batch_id", "input_rows", "state_rows", "state_bytes")}
-                | {"ms": p["duration_ms"].get("triggerExecution")}
-                | phases.get(p["batch_id"], {})
-                for p in mirror.progress_history
-                if p["input_rows"]
-            ],
-        }
-        figures["ratio_b_over_a"] = round(
-            figures["b_mirror"]["records_per_s"] / figures["a_raw_read"]["records_per_s"], 2
-        )
-        log(
-            f"(b) mirror: {backlog:,} records in {elapsed_b:.1f}s = {backlog / elapsed_b:,.0f}/s "
-            f"(ratio {figures['ratio_b_over_a']})"
-        )
+        assert mirror is not None
+        figures["b_mirror"] = runs
         figures["groups_mirrored"] = len(mirror.store)
 
         # ---- latency under a steady commit rate
@@ -315,37 +363,21 @@ def main() -> int:
         }
         log(f"latency commit->API: {figures['latency']}")
 
-        # ---- 10k groups active in one micro-batch.  Commits issued against a running mirror
-        # straddle several triggers, so: stop the mirror, commit once to every group, start it
-        # again on the same checkpoint -- its first micro-batch holds all the commits (that batch
-        # also reloads the state store, so the figure is an upper bound).
-        mirror.stop()
+        # ---- 10k groups active in one micro-batch, on the running mirror (warm state store).
+        # One commit per group inside ONE producer transaction: under read_committed none of them
+        # is visible before the commit markers, then all are -- so one trigger sees them together
+        # (commits issued one by one would straddle several triggers).
+        history_before = len(mirror.progress_history)
         t1 = time.monotonic()
-        futures = []
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-        for g in range(args.groups):
-            req = ConsumerGroupTopicPartitions(
-                f"bench-g{g}", [TopicPartition(f"bench-t{g % args.topics}", 0, 99_999)]
-            )
-            futures.extend(admin.alter_consumer_group_offsets([req]).values())
-        for fut in futures:
-            fut.result(120)
-        log(f"committed to {args.groups} groups in {time.monotonic() - t1:.1f}s (mirror stopped)")
-        mirror = Mirror(settings, spark=spark)
-        mirror.start()
-        assert mirror.sink is not None
-        mirror.sink.on_batch.append(
-            lambda batch_id, rows: phases.__setitem__(
-                batch_id,
-                {k: getattr(mirror.store.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
-            )
-        )
+        burst_in_one_transaction(broker.bootstrap, args.groups, args.topics)
+        log(f"committed to {args.groups} groups in one transaction in {time.monotonic() - t1:.1f}s")
         deadline = time.monotonic() + 300
         big: list[dict[str, Any]] = []
         while not big and time.monotonic() < deadline:
             time.sleep(0.5)
-            big = [p for p in list(mirror.progress_history) if p["input_rows"] >= args.groups]
+            big = [
+                p for p in list(mirror.progress_history)[history_before:] if p["input_rows"] >= args.groups
+            ]
         time.sleep(1)  # the sink hook records the batch's phases right after its progress
         figures["active_groups_batches"] = [
             {
