@@ -64,7 +64,12 @@ class Settings(BaseSettings):
     capture_path: Path | None = Field(None, description="capture file to replay (source=capture)")
     topic: str = Field("__consumer_offsets", description="the coordinator's topic (renaming it is unusual)")
     max_offsets_per_trigger: int = Field(
-        2_000_000, gt=0, description="records per micro-batch at most (initial backfill pacing)"
+        5_000_000,
+        gt=0,
+        description="records per micro-batch at most (initial backfill pacing): every micro-batch "
+        "pays the stateful step once per group it touches, so a backfill wants few, large batches; "
+        "memory does not grow with it (the topic is streamed, decoded in chunks, one row per group "
+        "crosses the shuffle)",
     )
     trigger_interval_s: float = Field(5.0, gt=0, description="micro-batch trigger interval, seconds")
     source_tasks: int | None = Field(
