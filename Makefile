@@ -40,11 +40,11 @@ setup: venv jars tools chart-tools ## install everything: venv + package, Maven 
 .PHONY: venv
 venv: $(VENV_STAMP) ## Python venv at .venv with the package (editable) and dev tools
 
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml lab/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
+	$(PY) -m pip install -q -e '.[dev]' -e ./lab 'pyspark==$(SPARK_VERSION)'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -157,7 +157,7 @@ chart-assets: ## copy dashboards/grafana/*.json and dashboards/prometheus/alerts
 	cp dashboards/prometheus/alerts.yaml helm/coordinator-mirror/files/alerts.yaml
 
 .PHONY: demo
-demo: setup ## run the mirror on an embedded local Kafka with demo consumer groups (Ctrl-C stops)
+demo: venv jars ## run the mirror on an embedded local Kafka with demo consumer groups (Ctrl-C stops)
 	$(VENV)/bin/coordinator-mirror demo
 
 .PHONY: test

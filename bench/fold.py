@@ -1,4 +1,4 @@
-"""Benchmark of the state fold's batch path (state.batch.fold_columns / fold_frame), one core.
+"""Benchmark of the state fold's batch path (state.fold.fold_columns / fold_frame), one core.
 
     .venv/bin/python bench/fold.py [--groups 10000] [--partitions 50] [--commits 1] [--batches 3]
                                    [--flavour packed|spark|decoders] [--profile]
@@ -6,7 +6,7 @@
 Dataset (deterministic): ``--groups`` consumer groups, each committing ``--partitions`` partitions
 (over 1-5 topics, a third of the commits with a topic id, a few with metadata) ``--commits`` times
 per micro-batch.  Input flavours: ``packed`` (default; what the streaming job hands the fold: the
-group's rows packed by `streaming.prepare.pack_groups`, timed from unpacking to the folded
+group's rows packed by `streaming.pipeline.prepare.pack_groups`, timed from unpacking to the folded
 state), and one pandas frame per group shaped like ``decoders.OUTPUT_SCHEMA`` -- ``spark`` (what
 PySpark's Arrow->pandas conversion produces: numpy int64/int32, float64 with NaN for nullable ints
 that hold nulls, object strings) or ``decoders`` (``decode_pandas``'s nullable extension dtypes).
@@ -38,10 +38,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from state.batch import fold_columns, fold_frame  # noqa: E402
 from state.codec import decode, encode  # noqa: E402
+from state.fold import fold_columns, fold_frame  # noqa: E402
 from state.model import Group  # noqa: E402
-from streaming.prepare import pack_groups, prepared_schema, unpack_group  # noqa: E402
+from streaming.pipeline.prepare import pack_groups, prepared_schema, unpack_group  # noqa: E402
 
 T0 = 1_790_000_000_000
 TOPIC_IDS = [f"{i:02d}AAAAAAAAAAAAAAAAAAAA"[:22] for i in range(64)]

@@ -174,7 +174,7 @@ def mirror_backfill(
 ) -> tuple[Any, dict[str, Any], dict[int, dict[str, int]]]:
     """(b): a mirror on a new checkpoint, from earliest until ready; its figures per batch, and
     the driver-side phases of every batch it runs (kept up to date while it runs)."""
-    from streaming.app import Mirror
+    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     settings = load_settings(
@@ -260,8 +260,8 @@ def main() -> int:
 
     from confluent_kafka.admin import AdminClient
 
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.spark_session import build_session
+    from lab.broker import BrokerSettings, LocalKafka
+    from streaming.pipeline.session import build_session
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="cm-bench-"))
     broker = LocalKafka(

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client import generate_latest  # noqa: E402
 
-from streaming.metrics import exposition, metrics_for, registry_for  # noqa: E402
+from streaming.serving.metrics import exposition, metrics_for, registry_for  # noqa: E402
 from tests.test_observability.synthetic import FakeMirror, filled_store, settings  # noqa: E402
 
 

@@ -13,7 +13,7 @@ mirror's steady state).  ``addBatch`` of every round is printed, and the cost pe
 Why it matters: PySpark builds one pandas Series per column per group on the way in, and a state
 DataFrame per group on the way out, so the floor grows with the number of columns.  The mirror
 therefore packs each group's rows into one binary column before the shuffle
-(`streaming.prepare.pack_groups`).  Figures are printed; nothing is asserted.
+(`streaming.pipeline.prepare.pack_groups`).  Figures are printed; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     args = ap.parse_args()
 
-    from streaming.spark_session import build_session
+    from streaming.pipeline.session import build_session
 
     spark = build_session(
         conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions), "spark.ui.enabled": "false"},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streaming.metrics_catalogue import SAMPLE_NAMES
+from streaming.serving.catalogue import SAMPLE_NAMES
 
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
@@ -32,7 +32,7 @@ STATE_CODES: dict[str, tuple[int, str]] = {
 
 def metric(name: str) -> str:
     if name not in SAMPLE_NAMES:
-        raise KeyError(f"{name} is not in streaming.metrics_catalogue")
+        raise KeyError(f"{name} is not in streaming.serving.catalogue")
     return name
 
 

@@ -17,7 +17,7 @@ PIDFILE = Path(os.environ.get("COORDINATOR_MIRROR_PIDFILE", "/tmp/coordinator-mi
 
 
 def main() -> int:
-    from streaming.cli import main as cli
+    from streaming.app.cli import main as cli
 
     try:
         PIDFILE.write_text(f"{os.getpid()}\n")

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from streaming.settings import Settings
+
 SCHEMA_PATH = Path(__file__).resolve().parent / "coordinator-mirror" / "values.schema.json"
 #: JSON-schema keywords kept from pydantic's output (titles, defaults and formats are dropped:
 #: the defaults live in values.yaml, and "path" is no JSON-schema format)
@@ -63,9 +65,6 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
 
 def settings_schema() -> dict[str, Any]:
     """The `settings` object's schema, one property per settings field, in the model's order."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from streaming.settings import Settings
-
     model = Settings.model_json_schema()
     props = {name: _convert(model["properties"][name]) for name in Settings.model_fields}
     return {

@@ -44,7 +44,7 @@ mirror's deadline ``d`` and the tombstone's record time ``t``:
 3. otherwise an admin delete (OffsetDelete, DeleteGroups, topic deletion): `OffsetsDeleted`.
 
 A tombstone for an offset the mirror already expired confirms that expiry (no-op).  An expiry the
-broker does not confirm within ``Settings.confirm_grace_ms`` of the mirror's deadline -- no
+broker does not confirm within ``OffsetConfig.confirm_grace_ms`` of the mirror's deadline -- no
 tombstone by then in the log (judged at the next record's time or at ``expire``'s ``now``) -- is an
 ``unconfirmed`` disagreement.  The tombstone bytes alone cannot tell an expiry from an admin
 delete; the deadline is what can.
@@ -55,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from state import events as ev
+from state.config import DEFAULT_CONFIG, SEMANTICS_4X, SEMANTICS_LEGACY, OffsetConfig
 from state.model import (
     CLASSIC,
     CONSUMER,
@@ -69,7 +70,6 @@ from state.model import (
     OffsetEntry,
     TopicPartition,
 )
-from state.settings import DEFAULT_SETTINGS, SEMANTICS_4X, SEMANTICS_LEGACY, Settings
 
 GROUP_TOMBSTONE: TopicPartition = ("", -1)  # key of the expected group tombstone in Group.pending
 
@@ -142,13 +142,13 @@ def is_subscribed(g: Group, topic: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ the rules
-def rule_1_explicit_deadline(entry: OffsetEntry, settings: Settings) -> int | None:
+def rule_1_explicit_deadline(entry: OffsetEntry, config: OffsetConfig) -> int | None:
     """Rule 1: the first ms at which an offset with an explicit expireTimestamp is expired."""
     expire_ts = entry[O_EXPIRE_TS]
     if expire_ts is None:
         return None
     # <=2.0 used "expireTimestamp < now", 2.1+ "now >= expireTimestamp".
-    return expire_ts + 1 if settings.semantics == SEMANTICS_LEGACY else expire_ts
+    return expire_ts + 1 if config.semantics == SEMANTICS_LEGACY else expire_ts
 
 
 def rule_2_classic_empty(g: Group) -> BaseFn | None:
@@ -181,7 +181,7 @@ def rule_4_simple(g: Group) -> BaseFn | None:
     return None
 
 
-def rule_5_consumer(g: Group, settings: Settings) -> BaseFn | None:
+def rule_5_consumer(g: Group, config: OffsetConfig) -> BaseFn | None:
     """Rule 5: KIP-848 consumer group -> commit time, any state (4.x; the same rule is applied if
     such records appear under 2.1-3.x semantics, where only an opt-in coordinator wrote them)."""
     return _commit_base if g.kind == CONSUMER else None
@@ -192,22 +192,22 @@ def rule_6_streams(g: Group) -> BaseFn | None:
     return _commit_base if g.kind == STREAMS else None
 
 
-def expiration_condition(g: Group, settings: Settings) -> BaseFn | None:
+def expiration_condition(g: Group, config: OffsetConfig) -> BaseFn | None:
     """The group's ``offsetExpirationCondition`` (Rules 2-6), or None for Rule 7 (nothing expires)."""
     for rule in (rule_2_classic_empty, rule_3_classic_stable_consumer, rule_4_simple, rule_6_streams):
         base = rule(g)
         if base is not None:
             return base
-    return rule_5_consumer(g, settings)
+    return rule_5_consumer(g, config)
 
 
-def expires_at_ms(g: Group, topic: str, partition: int, settings: Settings = DEFAULT_SETTINGS) -> int | None:
+def expires_at_ms(g: Group, topic: str, partition: int, config: OffsetConfig = DEFAULT_CONFIG) -> int | None:
     """The first ms at which this offset is expired under the group's current state, or None if the
     rules keep it forever in this state (or the offset does not exist)."""
     entry = g.offsets.get((topic, partition))
     if entry is None:
         return None
-    return _deadline(g, topic, entry, settings, _condition_cache(g, settings))
+    return _deadline(g, topic, entry, config, _condition_cache(g, config))
 
 
 class _Cond:
@@ -218,10 +218,10 @@ class _Cond:
         self.subscribed = subscribed
 
 
-def _condition_cache(g: Group, settings: Settings) -> _Cond:
-    if settings.semantics == SEMANTICS_LEGACY:
+def _condition_cache(g: Group, config: OffsetConfig) -> _Cond:
+    if config.semantics == SEMANTICS_LEGACY:
         return _Cond(_commit_base, lambda _t: False)
-    base = expiration_condition(g, settings) if g.kind is not None else None
+    base = expiration_condition(g, config) if g.kind is not None else None
     cache: dict[str, bool] = {}
 
     def subscribed(topic: str) -> bool:
@@ -233,37 +233,37 @@ def _condition_cache(g: Group, settings: Settings) -> _Cond:
     return _Cond(base, subscribed)
 
 
-def _deadline(g: Group, topic: str, entry: OffsetEntry, settings: Settings, cond: _Cond) -> int | None:
+def _deadline(g: Group, topic: str, entry: OffsetEntry, config: OffsetConfig, cond: _Cond) -> int | None:
     if cond.base is None:
         return None  # Rule 7 (4.x: no condition -> the sweep skips the group, explicit ts included)
     if cond.subscribed(topic):
         return None  # 4.x/3.x: subscribed topics never expire, explicit expireTimestamp included
-    explicit = rule_1_explicit_deadline(entry, settings)
+    explicit = rule_1_explicit_deadline(entry, config)
     if explicit is not None:
         return explicit
-    if settings.semantics == SEMANTICS_LEGACY:
+    if config.semantics == SEMANTICS_LEGACY:
         # <=2.0 stored commit + retention as expireTimestamp; a v2+ record read under these
         # semantics gets the same deadline, with the strict comparison.
-        return entry[O_COMMIT_TS] + settings.retention_ms + 1
-    return cond.base(entry) + settings.retention_ms
+        return entry[O_COMMIT_TS] + config.retention_ms + 1
+    return cond.base(entry) + config.retention_ms
 
 
-def all_deadlines(g: Group, settings: Settings = DEFAULT_SETTINGS) -> dict[TopicPartition, int | None]:
+def all_deadlines(g: Group, config: OffsetConfig = DEFAULT_CONFIG) -> dict[TopicPartition, int | None]:
     """`expires_at_ms` of every offset (one condition evaluation for the whole group)."""
-    cond = _condition_cache(g, settings)
-    return {tp: _deadline(g, tp[0], e, settings, cond) for tp, e in g.offsets.items()}
+    cond = _condition_cache(g, config)
+    return {tp: _deadline(g, tp[0], e, config, cond) for tp, e in g.offsets.items()}
 
 
-def rule_8_deletable(g: Group, settings: Settings) -> bool:
+def rule_8_deletable(g: Group, config: OffsetConfig) -> bool:
     """Rule 8: Empty, no offsets left, and a kind the sweep may delete."""
     if g.kind is None or g.offsets or g.kind == SHARE or is_joining(g):
         return False
     return g.state == EMPTY
 
 
-def expects_group_tombstone(g: Group, settings: Settings) -> bool:
+def expects_group_tombstone(g: Group, config: OffsetConfig) -> bool:
     """Whether the broker writes a group tombstone when it deletes this group by expiry."""
-    if settings.semantics == SEMANTICS_4X:
+    if config.semantics == SEMANTICS_4X:
         return True
     # 2.1-3.x and <=2.0: GroupMetadataManager.cleanupGroupMetadata writes it only if generation > 0.
     return (g.generation or 0) > 0
@@ -271,7 +271,7 @@ def expects_group_tombstone(g: Group, settings: Settings) -> bool:
 
 def next_deadline_ms(
     g: Group,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
     deadlines: Mapping[TopicPartition, int | None] | None = None,
 ) -> int | None:
     """The earliest time at which `expire` has something to do: an offset deadline, a deletion due
@@ -280,29 +280,29 @@ def next_deadline_ms(
     `all_deadlines`, when the caller has them already (saves evaluating every offset again)."""
     best: int | None = None
     if g.exists:
-        if rule_8_deletable(g, settings):
+        if rule_8_deletable(g, config):
             best = g.state_since_ms if g.state_since_ms is not None else 0
         elif deadlines is not None:
             best = min((d for d in deadlines.values() if d is not None), default=None)
         else:
-            cond = _condition_cache(g, settings)
+            cond = _condition_cache(g, config)
             if cond.base is not None:
                 for (topic, _p), e in g.offsets.items():
-                    d = _deadline(g, topic, e, settings, cond)
+                    d = _deadline(g, topic, e, config, cond)
                     if d is not None and (best is None or d < best):
                         best = d
     for d in g.pending.values():
-        c = d + settings.confirm_grace_ms + 1
+        c = d + config.confirm_grace_ms + 1
         if best is None or c < best:
             best = c
     return best
 
 
 def check_pending(
-    g: Group, now_ms: int, settings: Settings, out: list[ev.Event], source: tuple[int | None, int | None]
+    g: Group, now_ms: int, config: OffsetConfig, out: list[ev.Event], source: tuple[int | None, int | None]
 ) -> None:
     """Expiries the broker did not confirm within the grace period -> ``unconfirmed`` disagreements."""
-    late = [(tp, d) for tp, d in g.pending.items() if now_ms > d + settings.confirm_grace_ms]
+    late = [(tp, d) for tp, d in g.pending.items() if now_ms > d + config.confirm_grace_ms]
     if not late:
         return
     for tp, _d in late:
@@ -323,10 +323,10 @@ def check_pending(
     )
 
 
-def classify_tombstone(g: Group, topic: str, partition: int, t_ms: int, settings: Settings) -> str:
+def classify_tombstone(g: Group, topic: str, partition: int, t_ms: int, config: OffsetConfig) -> str:
     """For a broker tombstone of a live offset at record time ``t_ms``: "expired" | "disagreement" |
     "deleted" (see the module docstring)."""
-    d = expires_at_ms(g, topic, partition, settings)
+    d = expires_at_ms(g, topic, partition, config)
     if d is not None and t_ms >= d:
         return "expired"
     if g.exists and g.state not in (EMPTY, DEAD) and is_subscribed(g, topic):
@@ -335,26 +335,26 @@ def classify_tombstone(g: Group, topic: str, partition: int, t_ms: int, settings
 
 
 def expire(
-    g: Group, now_ms: int, settings: Settings = DEFAULT_SETTINGS
+    g: Group, now_ms: int, config: OffsetConfig = DEFAULT_CONFIG
 ) -> tuple[Group | None, list[ev.Event]]:
     """Apply the rules at ``now_ms``: remove expired offsets, delete the group if Rule 8 holds, and
     flag unconfirmed expiries.  Returns the group -- ``None`` when nothing is left to keep (the
     adapter then calls ``state.remove()``) -- and the events.  Idempotent for a fixed ``now_ms``."""
-    kept, out, _deadlines = expire_at(g, now_ms, settings)
+    kept, out, _deadlines = expire_at(g, now_ms, config)
     return kept, out
 
 
 def expire_at(
-    g: Group, now_ms: int, settings: Settings = DEFAULT_SETTINGS
+    g: Group, now_ms: int, config: OffsetConfig = DEFAULT_CONFIG
 ) -> tuple[Group | None, list[ev.Event], dict[TopicPartition, int | None]]:
     """`expire`, also returning `all_deadlines` of what is left (``{}`` for ``None``): the rules
     evaluate every offset once here, and the caller needs the same figures for the summary, the
     timeout and the offsets feed -- one pass instead of three."""
     out: list[ev.Event] = []
-    check_pending(g, now_ms, settings, out, (None, None))
+    check_pending(g, now_ms, config, out, (None, None))
     deadlines: dict[TopicPartition, int | None] = {}
     if g.exists:
-        deadlines = all_deadlines(g, settings)
+        deadlines = all_deadlines(g, config)
         expired = sorted(tp for tp, d in deadlines.items() if d is not None and now_ms >= d)
         if expired:
             for tp in expired:
@@ -377,9 +377,9 @@ def expire_at(
                     at_ms=now_ms,
                 )
             )
-        if rule_8_deletable(g, settings):
+        if rule_8_deletable(g, config):
             kind = g.display_kind
-            if expects_group_tombstone(g, settings):
+            if expects_group_tombstone(g, config):
                 g.pending[GROUP_TOMBSTONE] = now_ms
             mark_dead(g, now_ms)
             g.last_change_ms = now_ms
@@ -388,7 +388,7 @@ def expire_at(
         if not g.pending and not g.offsets:
             return None, out, {}
         # a dead group's remaining offsets wait for their tombstones under Rule 7 (no deadline)
-        deadlines = all_deadlines(g, settings)
+        deadlines = all_deadlines(g, config)
     return g, out, deadlines
 
 

@@ -46,6 +46,7 @@ from decoders.records import (
     UnknownRecord,
 )
 from state import events as ev
+from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import GROUP_TOMBSTONE, check_pending, classify_tombstone, mark_dead
 from state.model import (
     ASSIGNING,
@@ -67,7 +68,6 @@ from state.model import (
     OffsetEntry,
     TopicPartition,
 )
-from state.settings import DEFAULT_SETTINGS, Settings
 from state.votes import preferred_server_assignor
 
 Position = tuple[int, int]
@@ -92,15 +92,15 @@ class FoldContext:
         "commit_topics",
         "commits",
         "committed",
+        "config",
         "deleted",
         "events",
         "last_src",
-        "settings",
         "skipped",
     )
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, config: OffsetConfig) -> None:
+        self.config = config
         self.events: list[ev.Event] = []
         self.skipped: list[dict[str, Any]] = []
         self.commits = 0
@@ -370,7 +370,7 @@ def apply_offset_tombstone(g: Group, tp: TopicPartition, src: Src, ctx: FoldCont
         if g.pending.pop(tp, None) is not None:
             g.counters["expiries_confirmed"] += 1
         return
-    verdict = classify_tombstone(g, tp[0], tp[1], src[2], ctx.settings)
+    verdict = classify_tombstone(g, tp[0], tp[1], src[2], ctx.config)
     del g.offsets[tp]
     if verdict == "expired":
         g.counters["offsets_expired"] += 1
@@ -979,7 +979,7 @@ def apply_record(
             gid = rec.key.group_id
         g = Group(gid if gid is not None else "")
     if g.pending:
-        check_pending(g, src[2], ctx.settings, ctx.events, (src[0], src[1]))
+        check_pending(g, src[2], ctx.config, ctx.events, (src[0], src[1]))
     if isinstance(rec, Record):
         fn = DISPATCH.get(rec.record_type)
         if fn is None:
@@ -1018,14 +1018,14 @@ def fold(
     records: Iterable[Record[Any, Any] | UnknownRecord | DecodeError],
     *,
     group_id: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> FoldResult:
     """Fold records (one group's, in log order) into ``group`` (``None`` = no state yet).
 
     Mutates and returns ``group`` (or a new `Group`, or ``None``); pure in the sense that the same
     state and records always give the same result.  ``group_id`` names the group when ``group`` is
     None and the first record carries no decodable key (unknown types)."""
-    ctx = FoldContext(settings)
+    ctx = FoldContext(config)
     g = group
     for rec in records:
         g = apply_record(g, rec, ctx, group_id)
@@ -1036,10 +1036,10 @@ def replay(
     group: Group | None,
     record: Record[Any, Any] | UnknownRecord | DecodeError,
     *,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> FoldResult:
     """One record (the per-record API; `fold` of a one-element list)."""
-    return fold(group, (record,), settings=settings)
+    return fold(group, (record,), config=config)
 
 
 __all__ = ["DEAD", "DISPATCH", "FoldContext", "FoldResult", "apply_record", "finish", "fold", "replay"]

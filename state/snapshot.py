@@ -2,7 +2,7 @@
 
 Field names are stable (documented in state/README.md); values are JSON scalars, lists and
 objects; topic ids are translated to names with what the log showed (`Group.topic_name`), falling
-back to the id.  Offsets carry ``expires_at_ms`` under the given settings.
+back to the id.  Offsets carry ``expires_at_ms`` under the given config.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import all_deadlines, next_deadline_ms
 from state.model import (
     CONSUMER,
@@ -21,7 +22,6 @@ from state.model import (
     Member,
     TopicPartition,
 )
-from state.settings import DEFAULT_SETTINGS, Settings
 from state.votes import protocol_votes
 
 SNAPSHOT_VERSION: Final = 1
@@ -75,7 +75,7 @@ def epoch_of(g: Group) -> int | None:
 
 def summary(
     g: Group,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
     deadlines: Mapping[TopicPartition, int | None] | None = None,
 ) -> dict[str, Any]:
     """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last change.
@@ -92,18 +92,18 @@ def summary(
         "members": len(g.members),
         "offsets": len(g.offsets),
         "last_change_ms": g.last_change_ms,
-        "next_deadline_ms": next_deadline_ms(g, settings, deadlines),
+        "next_deadline_ms": next_deadline_ms(g, config, deadlines),
     }
 
 
 def snapshot(
     g: Group,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
     deadlines: Mapping[TopicPartition, int | None] | None = None,
 ) -> dict[str, Any]:
     """Everything in the model, JSON-shaped (``GET /groups/{id}``); ``deadlines`` as in `summary`."""
     if deadlines is None:
-        deadlines = all_deadlines(g, settings)
+        deadlines = all_deadlines(g, config)
     offsets = []
     for (topic, partition), e in sorted(g.offsets.items()):
         offsets.append(
@@ -159,6 +159,6 @@ def snapshot(
             {"topic": t, "partition": p, "deadline_ms": d} for (t, p), d in sorted(g.pending.items())
         ],
         "errors": list(g.errors),
-        "next_deadline_ms": next_deadline_ms(g, settings, deadlines),
+        "next_deadline_ms": next_deadline_ms(g, config, deadlines),
         "last_position": None if g.last_position is None else list(g.last_position),
     }

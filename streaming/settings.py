@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from state.config import OffsetConfig
+
 #: Spark options that would change the mirror's semantics or break it; the source sets them itself.
 FORBIDDEN_KAFKA_OPTIONS = frozenset(
     {
@@ -205,6 +207,14 @@ class Settings(BaseSettings):
     def confirm_grace_ms(self) -> int:
         """The broker sweeps every check interval; allow that plus a minute of appends and skew."""
         return self.offsets_retention_check_interval_ms + 60_000
+
+    def offset_config(self) -> OffsetConfig:
+        """The state layer's configuration (built once per application, passed down)."""
+        return OffsetConfig(
+            retention_ms=self.retention_ms,
+            semantics=self.expiry_semantics,
+            confirm_grace_ms=self.confirm_grace_ms,
+        )
 
     @property
     def trigger_interval_ms(self) -> int:

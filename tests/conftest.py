@@ -41,7 +41,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # ------------------------------------------------------------------------------------------- Kafka
 @pytest.fixture(scope="session")
 def kafka_version() -> str:
-    from streaming.local.jars import kafka_version as v
+    from streaming.pipeline.jars import kafka_version as v
 
     return v()
 
@@ -50,8 +50,8 @@ def kafka_version() -> str:
 def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
     """The test session's broker (newest 4.x), 5 partitions of __consumer_offsets."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.local.jars import MissingArtifactsError, kafka_dir
+    from lab.broker import BrokerSettings, LocalKafka
+    from streaming.pipeline.jars import MissingArtifactsError, kafka_dir
 
     try:
         kafka_dir(kafka_version)
@@ -65,7 +65,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Itera
 
 @pytest.fixture(scope="session")
 def lab(kafka: Any) -> Iterator[Any]:
-    from streaming.local.lab import Lab
+    from lab.lab import Lab
 
     lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id="t")
     yield lab
@@ -75,7 +75,7 @@ def lab(kafka: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def scenarios(lab: Any) -> dict[str, Any]:
     """Every default scenario, run once per session against the session broker."""
-    from streaming.local.scenarios import run_scenarios
+    from lab.scenarios import run_scenarios
 
     return run_scenarios(lab)
 
@@ -83,7 +83,7 @@ def scenarios(lab: Any) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios: dict[str, Any]) -> Path:
     """`coordinator-mirror capture` of the session broker after every scenario ran."""
-    from streaming.cli import main
+    from streaming.app.cli import main
 
     out = tmp_path_factory.mktemp("capture") / "consumer_offsets.jsonl"
     assert main(["capture", "--bootstrap-server", kafka.bootstrap, "--out", str(out)]) == 0
@@ -95,8 +95,8 @@ def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] Spark session with the Kafka connector for the whole run."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
-    from streaming.local.jars import MissingArtifactsError
-    from streaming.spark_session import build_session
+    from streaming.pipeline.jars import MissingArtifactsError
+    from streaming.pipeline.session import build_session
 
     try:
         session = build_session(

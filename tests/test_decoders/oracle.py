@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.local.jars import MissingArtifactsError, jars_root, kafka_dir, kafka_version
+from streaming.pipeline.jars import MissingArtifactsError, jars_root, kafka_dir, kafka_version
 
 ORACLE_CLASS = "FormatterOracle"
 #: formatter class (simple name) -> record types it prints, in Kafka 4.x
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     record of a capture file (JSON lines or Parquet) against Kafka's own classes."""
     import argparse
 
-    from streaming.capture_format import read_capture
+    from streaming.pipeline.capture_format import read_capture
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("capture")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streaming.capture_format import CapturedRecord, CaptureHeader, write_capture
+from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 
 EXE = Path(sys.executable).with_name("coordinator-mirror")
 K1 = "0001" + "000167" + "000174" + "00000000"

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 
 from decoders import decode_arrow, decode_record, payload_to_record, record_json
-from streaming.capture_format import read_capture
+from streaming.pipeline.capture_format import read_capture
 from tests.conftest import require
 
 from .oracle import OracleRecord, OracleUnavailableError, check_all, run_oracle

@@ -159,7 +159,7 @@ def test_maven_stage_resolves_what_make_jars_resolves() -> None:
     assert docker_ids is not None and make_ids is not None
     assert docker_ids.group(1) == make_ids.group(1)
     assert _arg_default("SPARK_VERSION") == _makefile_var("SPARK_VERSION")
-    # the layout streaming/local/jars.py reads: <COORDINATOR_MIRROR_JARS>/spark-kafka-<v>/ + .complete
+    # the layout streaming/pipeline/jars.py reads: <COORDINATOR_MIRROR_JARS>/spark-kafka-<v>/ + .complete
     assert "spark-kafka-${SPARK_VERSION}/.complete" in run
     assert _env()["COORDINATOR_MIRROR_JARS"] == "/opt/coordinator-mirror/jars"
 

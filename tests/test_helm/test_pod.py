@@ -118,7 +118,7 @@ def test_deployment_pod_probes_and_graceful_stop(kafka: Any, helm: Helm, tmp_pat
     log = tmp_path / "pod.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", *args],
+            [sys.executable, "-m", "streaming.app.cli", *args],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path,
         )  # fmt: skip
     try:
@@ -159,7 +159,7 @@ def test_sparkapplication_driver_stops_through_the_prestop_hook(
     it), with the chart's spark.driver.extraClassPath for the connector; the preStop hook stops it."""
     import pyspark
 
-    from streaming.local.jars import spark_kafka_jars
+    from streaming.pipeline.jars import spark_kafka_jars
 
     rendered = helm.render("spark-s3a.yaml")
     app = rendered.get("SparkApplication")["spec"]

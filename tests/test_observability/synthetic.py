@@ -3,7 +3,7 @@
 Groups are built the way the mirror builds them: typed `decoders` records (the state tests'
 `Log` builder) folded by `state.replay.fold`, then `state.snapshot` + the driver's assignor
 enrichment, applied to a real `SnapshotStore`.  `FakeMirror` has exactly what the exporter reads
-from `streaming.app.Mirror`: settings, store, observed, progress_history, health().
+from `streaming.app.mirror.Mirror`: settings, store, observed, progress_history, health().
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from state.config import OffsetConfig
 from state.model import Group
 from state.replay import fold
-from state.settings import Settings as StateSettings
 from state.snapshot import snapshot, summary
-from streaming.enrich import snapshot_renderer, with_assignor
+from streaming.serving.render import snapshot_renderer, with_assignor
+from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
-from streaming.store import SnapshotStore
 from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
 
 #: 7-day retention, 4.x rules (Kafka's defaults)
-STATE_SETTINGS = StateSettings(retention_ms=7 * DAY, semantics="4.x", confirm_grace_ms=11 * MIN)
-#: the driver's renderer for the same settings (state bytes -> snapshot, as `streaming.store` uses it)
-RENDERER = snapshot_renderer(7 * DAY, "4.x", 11 * MIN, "uniform")
+STATE_SETTINGS = OffsetConfig(retention_ms=7 * DAY, semantics="4.x", confirm_grace_ms=11 * MIN)
+#: the driver's renderer for the same settings (state bytes -> snapshot, as `streaming.serving.store` uses it)
+RENDERER = snapshot_renderer(STATE_SETTINGS, "uniform")
 
 
 class FakeMirror:

@@ -11,12 +11,12 @@ import pytest
 from dashboards import build
 from dashboards.grafana import GRID_WIDTH, STATE_CODES, metric, sel
 from dashboards.panels import DASHBOARDS, DETAIL_UID, HEALTH_UID, OVERVIEW_UID
-from streaming.metrics_catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
+from streaming.serving.catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
 
 from .promql import REPO, dashboard_queries, dashboards, metric_names, panels, rule_queries
 
 README = REPO / "README.md"
-TABLE_BEGIN = "<!-- metrics-table:begin (generated from streaming/metrics_catalogue.py) -->"
+TABLE_BEGIN = "<!-- metrics-table:begin (generated from streaming/serving/catalogue.py) -->"
 TABLE_END = "<!-- metrics-table:end -->"
 
 
@@ -120,7 +120,7 @@ def test_readme_has_exactly_the_generated_metrics_table() -> None:
     assert text.count(TABLE_BEGIN) == 1 and text.count(TABLE_END) == 1, "README metrics table markers"
     inside = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
     assert inside.strip("\n") == metrics_table().strip("\n"), (
-        "README metrics table is stale: paste `python -c 'from streaming.metrics_catalogue import "
+        "README metrics table is stale: paste `python -c 'from streaming.serving.catalogue import "
         "metrics_table; print(metrics_table())'` between the markers"
     )
     for m in CATALOGUE:

@@ -19,8 +19,8 @@ from state import codec
 from state import events as ev
 from state.model import COUNTERS
 from state.replay import fold
-from streaming.metrics import GroupView, exposition, metrics_for, registry_for
-from streaming.metrics_catalogue import (
+from streaming.pipeline.sinks import MirrorSink, batch_tallies
+from streaming.serving.catalogue import (
     BY_NAME,
     CATALOGUE,
     GROUP_COUNTERS,
@@ -29,7 +29,7 @@ from streaming.metrics_catalogue import (
     reason_class,
     record_type_label,
 )
-from streaming.sinks import MirrorSink, batch_tallies
+from streaming.serving.metrics import GroupView, exposition, metrics_for, registry_for
 from tests.test_state.builders import HOUR, MIN, Log, cm
 
 from .synthetic import (

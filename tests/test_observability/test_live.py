@@ -140,7 +140,7 @@ def _s(text: str) -> bytes:
 def hostile_capture(path: Path) -> None:
     """A record type no broker wrote yet (K=99), an offset commit value version 42, then a good
     commit of the same group: counted, skipped, and the stream goes on."""
-    from streaming.capture_format import CapturedRecord, CaptureHeader, write_capture
+    from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 
     t = int(time.time() * 1000)
     key = struct.pack(">h", 1) + _s("replayed-group") + _s("orders") + struct.pack(">i", 0)
@@ -186,9 +186,9 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    from streaming.app import Mirror
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import SCENARIOS, Churn
+    from lab.lab import Lab
+    from lab.scenarios import SCENARIOS, Churn
+    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     require(shutil.which("prometheus") is not None, "prometheus (Debian package prometheus)")

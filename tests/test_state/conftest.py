@@ -32,7 +32,7 @@ def start_broker(tmp_path_factory: pytest.TempPathFactory, name: str, **settings
     """A dedicated broker.  The launcher's random KRaft cluster id can start with "-", which
     kafka-storage reads as an option: a new id fixes it, anything else is a real failure."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
-    from streaming.local.broker import BrokerSettings, BrokerStartError, LocalKafka
+    from lab.broker import BrokerSettings, BrokerStartError, LocalKafka
 
     for attempt in range(3):
         broker = LocalKafka(BrokerSettings(**settings), tmp_path_factory.mktemp(f"{name}-{attempt}"))

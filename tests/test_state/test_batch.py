@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from state import events as ev
-from state.batch import fold_frame, frame_lists, public_frame_lists, step
+from state.config import OffsetConfig
+from state.fold import fold_frame, frame_lists, public_frame_lists, step
 from state.replay import fold
-from state.settings import Settings
 
 from .builders import DAY, HOUR, MIN, Log, cm, frame
 
@@ -106,19 +106,19 @@ def test_nan_strings_and_object_ints_are_nulls() -> None:
 
 
 def test_step_folds_expires_and_reports_the_deadline() -> None:
-    s = Settings(retention_ms=HOUR, confirm_grace_ms=MIN)
+    s = OffsetConfig(retention_ms=HOUR, confirm_grace_ms=MIN)
     log = Log()
     log.commit("g", "t", 0, 5)
     df = frame(log.records)
-    g, events, deadline = step(None, df, log.now_ms, settings=s)
+    g, events, deadline = step(None, df, log.now_ms, config=s)
     assert g is not None and deadline == log.now_ms + HOUR
     assert [e.TYPE for e in events] == ["group_created", "offsets_committed"]
-    g, events, deadline = step(g, None, log.now_ms + HOUR, settings=s)  # the timeout call
+    g, events, deadline = step(g, None, log.now_ms + HOUR, config=s)  # the timeout call
     assert g is not None and not g.exists
     assert [e.TYPE for e in events] == ["offsets_expired", "group_deleted"]
     assert deadline == log.now_ms + HOUR + MIN + 1  # waiting for the broker's tombstones
     log.now_ms += HOUR + 30_000
     log.offset_tombstone("g", "t", 0)
     log.classic_tombstone("g")
-    g, events, deadline = step(g, frame(log.records[-2:]), log.now_ms, settings=s)
+    g, events, deadline = step(g, frame(log.records[-2:]), log.now_ms, config=s)
     assert g is None and deadline is None and events == []  # confirmed: remove the state row

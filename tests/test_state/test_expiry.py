@@ -7,17 +7,17 @@ from collections.abc import Callable
 import pytest
 
 from state import events as ev
+from state.config import OffsetConfig
 from state.expiry import GROUP_TOMBSTONE, expire, expires_at_ms, next_deadline_ms
 from state.model import Group
 from state.replay import fold
-from state.settings import Settings
 
 from .builders import DAY, HOUR, MIN, T0, Log, cm, tip
 
 R = 7 * DAY
-S4 = Settings(retention_ms=R, semantics="4.x", confirm_grace_ms=11 * MIN)
-S3 = Settings(retention_ms=R, semantics="2.1-3.x", confirm_grace_ms=11 * MIN)
-S2 = Settings(retention_ms=R, semantics="<=2.0", confirm_grace_ms=11 * MIN)
+S4 = OffsetConfig(retention_ms=R, semantics="4.x", confirm_grace_ms=11 * MIN)
+S3 = OffsetConfig(retention_ms=R, semantics="2.1-3.x", confirm_grace_ms=11 * MIN)
+S2 = OffsetConfig(retention_ms=R, semantics="<=2.0", confirm_grace_ms=11 * MIN)
 
 C = T0 + HOUR  # the commit time used by every table row
 EMPTY_AT = T0 + 2 * HOUR  # when the Empty classic groups became Empty
@@ -150,7 +150,7 @@ TABLE = [
 def test_expiry_table(
     situation: str,
     build: Callable[[Log], None],
-    settings: Settings,
+    settings: OffsetConfig,
     t_deadline: int | None,
     u_deadline: int | None,
 ) -> None:
@@ -227,7 +227,7 @@ def test_group_deleted_when_empty_without_offsets_and_broker_confirms() -> None:
     log.offset_tombstone("g", "t", 0)
     log.offset_tombstone("g", "u", 0)
     log.classic_tombstone("g")
-    res = fold(g, log.records[-3:], settings=S4)
+    res = fold(g, log.records[-3:], config=S4)
     assert res.group is None
     assert not [e for e in res.events if isinstance(e, ev.ExpiryDisagreement)]
     assert res.events == []
@@ -252,7 +252,7 @@ def test_broker_tombstone_after_deadline_is_an_expiry_not_a_disagreement() -> No
     log = Log()
     simple(log)
     log.tick(R + 3 * MIN).offset_tombstone("g", "t", 0)  # the broker swept before the mirror did
-    res = fold(None, log.records, settings=S4)
+    res = fold(None, log.records, config=S4)
     g = res.group
     assert g is not None and g.counters["offsets_expired"] == 1 and g.counters["expiry_disagreements"] == 0
     exp = [e for e in res.events if isinstance(e, ev.OffsetsExpired)]
@@ -264,7 +264,7 @@ def test_early_tombstone_of_a_subscribed_topic_is_a_disagreement() -> None:
     classic_stable(log)
     log.tick(MIN).offset_tombstone("g", "t", 0)  # no admin operation may delete it
     log.offset_tombstone("g", "u", 0)  # OffsetDelete of an unsubscribed topic: fine
-    res = fold(None, log.records, settings=S4)
+    res = fold(None, log.records, config=S4)
     g = res.group
     assert g is not None and g.counters["expiry_disagreements"] == 1 and g.counters["offsets_deleted"] == 1
     dis = [e for e in res.events if isinstance(e, ev.ExpiryDisagreement)]
@@ -281,7 +281,7 @@ def test_new_commit_clears_pending_expiry() -> None:
     assert g is not None and ("u", 0) in g.pending
     log.now_ms = C + R + MIN
     log.commit("g", "u", 0, 2)
-    g = fold(g, log.records[-1:], settings=S4).group
+    g = fold(g, log.records[-1:], config=S4).group
     assert g is not None and ("u", 0) not in g.pending and g.offsets[("u", 0)][0] == 2
 
 
@@ -309,6 +309,6 @@ def test_expire_is_idempotent_for_a_fixed_now() -> None:
 
 def test_settings_are_validated() -> None:
     with pytest.raises(ValueError, match="semantics"):
-        Settings(semantics="5.x")
+        OffsetConfig(semantics="5.x")
     with pytest.raises(ValueError, match="retention_ms"):
-        Settings(retention_ms=0)
+        OffsetConfig(retention_ms=0)

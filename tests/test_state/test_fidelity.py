@@ -25,11 +25,11 @@ import pytest
 
 from decoders import Record, Source, decode_pandas, decode_record
 from state import events as ev
-from state.batch import fold_frame
 from state.expiry import expires_at_ms
+from state.fold import fold_frame
 from state.model import CONSUMER, GROUP_TYPE_NAMES, SHARE, SIMPLE, STREAMS, Group
 from state.replay import FoldResult, fold
-from streaming.capture_format import read_capture
+from streaming.pipeline.capture_format import read_capture
 
 pytestmark = pytest.mark.broker
 

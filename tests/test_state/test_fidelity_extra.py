@@ -12,7 +12,7 @@ import pytest
 from state import events as ev
 from state.expiry import consumer_subscribed_topics, expires_at_ms
 from state.replay import FoldResult, fold
-from streaming.capture import capture
+from streaming.app.capture_cmd import capture
 
 from .test_fidelity import _compare, _records_by_group
 
@@ -20,9 +20,9 @@ pytestmark = pytest.mark.broker
 
 
 def test_regex_and_deleted_modern_groups(extra_kafka: Any, tmp_path: Path) -> None:
-    import streaming.local.scenarios_extra  # noqa: F401 - registers the opt-in scenarios
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import run_scenarios
+    import lab.scenarios_extra
+    from lab.lab import Lab
+    from lab.scenarios import run_scenarios
 
     lab = Lab(extra_kafka.bootstrap, extra_kafka.settings.kafka_version, run_id="x")
     try:

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from state import events as ev
-from state.batch import fold_frame, step, step_detail
 from state.codec import decode, encode
+from state.config import OffsetConfig
 from state.expiry import all_deadlines, next_deadline_ms
+from state.fold import fold_frame, step, step_detail
 from state.model import Group
 from state.replay import fold
-from state.settings import Settings
 
 from .builders import AnyRecord, Log, cm, frame, tip
 
@@ -189,16 +189,16 @@ def test_step_detail_deadlines_equal_a_fresh_evaluation(
     """step_detail evaluates the expiry rules once and hands the figures on (summary, timeout,
     offsets feed): they must be what evaluating the resulting group afresh gives, whatever
     expired, was deleted or is pending at that moment."""
-    s = Settings(retention_ms=3_600_000, confirm_grace_ms=60_000, semantics=semantics)
+    s = OffsetConfig(retention_ms=3_600_000, confirm_grace_ms=60_000, semantics=semantics)
     records = build(ops)
     k = cut % (len(records) + 1)
     g: Group | None = None
     for part in (records[:k], records[k:]):
         now = max((r.source.timestamp_ms or 0 for r in part), default=0) + later_ms
         twin = None if g is None else decode(encode(g))  # step changes the group in place
-        res = step_detail(g, frame(part) if part else None, now, group_id=G, settings=s)
+        res = step_detail(g, frame(part) if part else None, now, group_id=G, config=s)
         df = frame(part) if part else None
-        assert (res.group, res.events, res.deadline) == step(twin, df, now, group_id=G, settings=s)
+        assert (res.group, res.events, res.deadline) == step(twin, df, now, group_id=G, config=s)
         if res.group is None:
             assert res.deadlines == {} and res.deadline is None
         else:

@@ -21,18 +21,18 @@ import pytest
 
 from decoders import Record, Source, decode_record
 from state import events as ev
+from state.config import OffsetConfig
 from state.expiry import all_deadlines, expire
 from state.model import Group
 from state.replay import fold
-from state.settings import Settings
-from streaming.capture import capture
-from streaming.capture_format import read_capture
+from streaming.app.capture_cmd import capture
+from streaming.pipeline.capture_format import read_capture
 
 from .conftest import CHECK_INTERVAL_MS, RETENTION_MINUTES
 
 pytestmark = pytest.mark.broker
 
-SETTINGS = Settings(retention_ms=RETENTION_MINUTES * 60_000, confirm_grace_ms=CHECK_INTERVAL_MS + 10_000)
+SETTINGS = OffsetConfig(retention_ms=RETENTION_MINUTES * 60_000, confirm_grace_ms=CHECK_INTERVAL_MS + 10_000)
 EXPLICIT_RETENTION_MS = 20_000
 SLACK_MS = CHECK_INTERVAL_MS + 5_000  # sweep interval + append/scheduling slack
 WAIT_S = 150
@@ -65,8 +65,8 @@ def _tombstoned(records: list[Any]) -> bool:
 
 
 def test_mirror_expiry_precedes_or_matches_the_broker(short_retention_kafka: Any, tmp_path: Path) -> None:
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import SCENARIOS, commit_with_retention
+    from lab.lab import Lab
+    from lab.scenarios import SCENARIOS, commit_with_retention
 
     kafka = short_retention_kafka
     lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id="exp")
@@ -93,7 +93,7 @@ def test_mirror_expiry_precedes_or_matches_the_broker(short_retention_kafka: Any
     for gid in groups:
         records = by[gid]
         first_tomb = next(i for i, r in enumerate(records) if r.record_type in (0, 1) and r.value is None)
-        before = fold(None, records[:first_tomb], settings=SETTINGS).group
+        before = fold(None, records[:first_tomb], config=SETTINGS).group
         assert before is not None
         predicted = all_deadlines(before, SETTINGS)
         tombstone_at = {
@@ -109,7 +109,7 @@ def test_mirror_expiry_precedes_or_matches_the_broker(short_retention_kafka: Any
             checked += 1
 
         # The whole log folded in one go: every broker tombstone came at/after the deadline.
-        whole = fold(None, records, settings=SETTINGS)
+        whole = fold(None, records, config=SETTINGS)
         assert whole.group is None, gid  # the broker deleted the group (4.x: a K=2 tombstone)
         assert not [e for e in whole.events if isinstance(e, ev.ExpiryDisagreement)], gid
         expired = sum(e.count for e in whole.events if isinstance(e, ev.OffsetsExpired))
@@ -121,7 +121,7 @@ def test_mirror_expiry_precedes_or_matches_the_broker(short_retention_kafka: Any
             assert g is not None
             g, _ = expire(g, d, SETTINGS)
         assert g is not None and not g.exists and not g.offsets
-        res = fold(g, records[first_tomb:], settings=SETTINGS)
+        res = fold(g, records[first_tomb:], config=SETTINGS)
         assert res.group is None, gid  # all confirmed: the adapter removes the state row
         assert not [e for e in res.events if isinstance(e, ev.ExpiryDisagreement)], gid
     assert checked == 6  # 2 offsets-only + 2 Empty classic + 2 explicit-retention offsets

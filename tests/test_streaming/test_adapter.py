@@ -1,4 +1,4 @@
-"""streaming.adapter's group function, called the way applyInPandasWithState calls it -- without
+"""streaming.pipeline.adapter's group function, called the way applyInPandasWithState calls it -- without
 Spark: real record bytes go through the query's own mapInArrow body (decode, collapse, pack), and
 a stand-in for PySpark's GroupState keeps the state row between calls.  What the driver and the
 output topics receive (snapshot / deleted / offset rows) is checked row by row."""
@@ -12,10 +12,10 @@ import pandas as pd
 import pyarrow as pa
 
 from state import codec
+from state.config import OffsetConfig
 from state.expiry import all_deadlines
-from state.settings import Settings
-from streaming.adapter import OUTPUT_COLUMNS, make_group_function
-from streaming.prepare import decode_collapse_pack
+from streaming.pipeline.adapter import OUTPUT_COLUMNS, make_group_function
+from streaming.pipeline.prepare import decode_collapse_pack
 
 from .test_prepare import commit_key, commit_value, group_key
 
@@ -81,8 +81,8 @@ def of_kind(rows: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_snapshot_rows_carry_the_state_bytes_and_a_summary_with_the_next_deadline() -> None:
-    settings = Settings(retention_ms=RETENTION)
-    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=False)
+    settings = OffsetConfig(retention_ms=RETENTION)
+    fn = make_group_function(settings, emit_offsets=False)
     state = FakeGroupState(now_ms=T0 + HOUR)
     rows = call(
         fn,
@@ -106,8 +106,8 @@ def test_snapshot_rows_carry_the_state_bytes_and_a_summary_with_the_next_deadlin
 
 
 def test_a_group_whose_last_offsets_are_deleted_leaves_a_deleted_row_with_its_last_summary() -> None:
-    settings = Settings(retention_ms=RETENTION)
-    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=True)
+    settings = OffsetConfig(retention_ms=RETENTION)
+    fn = make_group_function(settings, emit_offsets=True)
     state = FakeGroupState(now_ms=T0 + HOUR)
     call(
         fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0
@@ -126,8 +126,8 @@ def test_a_group_whose_last_offsets_are_deleted_leaves_a_deleted_row_with_its_la
 
 
 def test_the_offsets_feed_has_a_row_only_for_offsets_that_changed() -> None:
-    settings = Settings(retention_ms=RETENTION)
-    fn = make_group_function(RETENTION, settings.semantics, settings.confirm_grace_ms, emit_offsets=True)
+    settings = OffsetConfig(retention_ms=RETENTION)
+    fn = make_group_function(settings, emit_offsets=True)
     state = FakeGroupState(now_ms=T0 + HOUR)
     first = call(
         fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0

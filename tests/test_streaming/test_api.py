@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from streaming.api import MirrorHTTPServer
-from streaming.store import SnapshotStore
+from streaming.serving.api import MirrorHTTPServer
+from streaming.serving.store import SnapshotStore
 
 
 def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:

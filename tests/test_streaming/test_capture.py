@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streaming.capture_format import read_capture, read_header
+from streaming.pipeline.capture_format import read_capture, read_header
 from tests.test_streaming.raw import group_of, record_type
 
 pytestmark = [pytest.mark.broker]
@@ -75,7 +75,7 @@ def test_tombstones_and_value_versions_are_kept(capture_file: Path, scenarios: d
 def test_aborted_transaction_only_in_read_uncommitted_capture(
     tmp_path: Path, kafka: Any, scenarios: dict[str, Any], capture_file: Path
 ) -> None:
-    from streaming.cli import main
+    from streaming.app.cli import main
 
     aborted = next(iter(scenarios["txn_abort"].groups))
     committed = next(iter(scenarios["txn_commit"].groups))
@@ -102,7 +102,7 @@ def test_aborted_transaction_only_in_read_uncommitted_capture(
 
 
 def test_parquet_capture_equals_jsonl(tmp_path: Path, kafka: Any, capture_file: Path) -> None:
-    from streaming.cli import main
+    from streaming.app.cli import main
 
     pq = tmp_path / "c.parquet"
     assert main(["capture", "--bootstrap-server", kafka.bootstrap, "--out", str(pq)]) == 0

@@ -25,7 +25,7 @@ TRIGGER_S = 1.0
 
 @pytest.fixture(scope="module")
 def short_retention_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
-    from streaming.local.broker import BrokerSettings, LocalKafka
+    from lab.broker import BrokerSettings, LocalKafka
 
     broker = LocalKafka(
         BrokerSettings(
@@ -43,9 +43,9 @@ def short_retention_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_versio
 def test_mirror_expires_on_time_and_the_broker_agrees(
     spark: Any, short_retention_kafka: Any, tmp_path: Path
 ) -> None:
-    from streaming.app import Mirror
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import SCENARIOS
+    from lab.lab import Lab
+    from lab.scenarios import SCENARIOS
+    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     lab = Lab(short_retention_kafka.bootstrap, short_retention_kafka.settings.kafka_version, run_id="x")

@@ -25,8 +25,8 @@ def test_broker_serves_metadata_and_offsets_topic(kafka: Any) -> None:
 
 def test_second_broker_starts_stops_and_leaves_no_process(tmp_path: Any) -> None:
     """An older (3.x) broker from the same launcher; stop() leaves no java process behind."""
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.local.jars import kafka_old_version
+    from lab.broker import BrokerSettings, LocalKafka
+    from streaming.pipeline.jars import kafka_old_version
 
     broker = LocalKafka(
         BrokerSettings(kafka_version=kafka_old_version(), offsets_topic_num_partitions=3), tmp_path
@@ -49,7 +49,7 @@ def test_broker_dies_with_its_parent(tmp_path: Any) -> None:
 
     script = (
         "import sys, time\n"
-        "from streaming.local.broker import LocalKafka\n"
+        "from lab.broker import LocalKafka\n"
         f"k = LocalKafka(workdir={str(tmp_path)!r}).start()\n"
         "print(k.process.pid, flush=True)\n"
         "time.sleep(600)\n"

@@ -59,7 +59,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mirror(spark: Any, kafka: Any, scenarios: dict[str, Any], workdir: Path) -> Any:
-    from streaming.app import Mirror
+    from streaming.app.mirror import Mirror
 
     m = Mirror(mirror_settings(kafka, workdir), spark=spark).start()
     assert m.wait_ready(300), m.store.readiness.to_json()
@@ -191,7 +191,7 @@ def test_service_endpoints(mirror: Any) -> None:
 
 # ---------------------------------------------------------------------------------------- sinks
 def _read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    from streaming.capture import iter_topic
+    from streaming.app.capture_cmd import iter_topic
 
     return [(r.key, r.value) for r in iter_topic(bootstrap, topic=topic, timeout_s=30)]
 
@@ -244,7 +244,7 @@ def test_committed_offsets_feed_is_a_compacted_topic(
 
 # -------------------------------------------------------------------------------------- restart
 def test_restart_resumes_from_the_checkpoint(mirror: Any, spark: Any, kafka: Any, workdir: Path) -> None:
-    from streaming.app import Mirror
+    from streaming.app.mirror import Mirror
 
     before = {
         g["group_id"]: get(group_url(mirror, g["group_id"]))[1]

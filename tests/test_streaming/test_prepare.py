@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.prepare import collapse_commits, decode_and_collapse, prepared_schema
+from streaming.pipeline.prepare import collapse_commits, decode_and_collapse, prepared_schema
 
 
 def _s(text: str) -> bytes:

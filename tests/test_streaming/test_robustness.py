@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from streaming.capture_format import CapturedRecord, CaptureHeader, read_capture, write_capture
+from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, read_capture, write_capture
 from tests.test_streaming.test_mirror import get
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -64,7 +64,7 @@ def hostile_records(start_offset: int) -> list[CapturedRecord]:
 def test_undecodable_records_are_counted_kept_and_skipped(
     spark: Any, capture_file: Path, scenarios: dict[str, Any], tmp_path: Path
 ) -> None:
-    from streaming.app import Mirror
+    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     records = list(read_capture(capture_file))
@@ -117,7 +117,7 @@ def _run_mirror(bootstrap: str, checkpoint: Path, port: int, log: Path) -> subpr
     cmd = [
         sys.executable,
         "-m",
-        "streaming.cli",
+        "streaming.app.cli",
         "run",
         "--bootstrap-servers",
         bootstrap,
@@ -173,9 +173,9 @@ def quiet_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) ->
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import run_scenarios
+    from lab.broker import BrokerSettings, LocalKafka
+    from lab.lab import Lab
+    from lab.scenarios import run_scenarios
 
     broker = LocalKafka(BrokerSettings(kafka_version=kafka_version), tmp_path_factory.mktemp("quiet")).start()
     lab = Lab(broker.bootstrap, kafka_version, run_id="q")
@@ -226,7 +226,7 @@ def _end_offsets(bootstrap: str) -> dict[int, int]:
 def test_kill_9_mid_backfill_then_restart_ends_in_the_same_state(
     spark: Any, quiet_kafka: Any, tmp_path: Path
 ) -> None:
-    from streaming.app import Mirror
+    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     deadline = time.monotonic() + 60

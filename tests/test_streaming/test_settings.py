@@ -95,7 +95,7 @@ def test_run_command_rejects_bad_settings_with_exit_2() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "streaming.cli",
+        "streaming.app.cli",
         "run",
         "--bootstrap-servers",
         "b:1",
@@ -106,7 +106,7 @@ def test_run_command_rejects_bad_settings_with_exit_2() -> None:
     assert out.returncode == 2
     assert "shuffle_partitions:" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "run", "--kafka-options", "novalue"],
+        [sys.executable, "-m", "streaming.app.cli", "run", "--kafka-options", "novalue"],
         capture_output=True,
         text=True,
         timeout=60,

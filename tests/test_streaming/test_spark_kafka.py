@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from streaming.capture_format import read_capture
+from streaming.pipeline.capture_format import read_capture
 from tests.test_streaming.raw import group_of, record_type
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from state import codec
+from state.config import OffsetConfig
 from state.expiry import all_deadlines
 from state.replay import fold
 from state.snapshot import snapshot, summary
-from streaming.enrich import snapshot_renderer, with_assignor
-from streaming.store import SnapshotStore
+from streaming.serving.render import snapshot_renderer, with_assignor
+from streaming.serving.store import SnapshotStore
 from tests.test_observability.synthetic import STATE_SETTINGS
 from tests.test_state.builders import DAY, MIN, Log, cm
 
@@ -30,7 +31,7 @@ def _group(generation: int) -> tuple[bytes, dict, dict]:
 
 def test_bytes_render_on_read_equal_to_the_executor_snapshot_and_are_cached() -> None:
     calls: list[bytes] = []
-    render = snapshot_renderer(7 * DAY, "4.x", 11 * MIN, "uniform")
+    render = snapshot_renderer(OffsetConfig(retention_ms=7 * DAY, confirm_grace_ms=11 * MIN), "uniform")
 
     def counting(blob: bytes) -> dict:
         calls.append(blob)

@@ -1,4 +1,4 @@
-"""streaming.worker_tune: PySpark's per-task importlib.invalidate_caches() must stop re-reading
+"""streaming.pipeline.worker_tune: PySpark's per-task importlib.invalidate_caches() must stop re-reading
 zip archives already read, and archives added later must still import."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     importlib.invalidate_caches()
     before = reads.count(first)
 
-    from streaming import worker_tune
+    from streaming.pipeline import worker_tune
     worker_tune.apply()
     worker_tune.apply()  # idempotent
     for _ in range(5):
@@ -63,7 +63,7 @@ def test_invalidate_caches_no_longer_rereads_known_archives(tmp_path: Path) -> N
 GC_SCRIPT = textwrap.dedent(
     """
     import gc
-    from streaming import worker_tune
+    from streaming.pipeline import worker_tune
     worker_tune.apply()
     frozen = gc.get_freeze_count()
     tracked_after = len(gc.get_objects())  # what a per-task gc.collect() still walks

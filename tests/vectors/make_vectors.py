@@ -3,7 +3,7 @@
 For each broker configuration in RUNS (newest 4.x; 3.9 with its default, Scala group coordinator;
 3.9 with the KIP-848 preview coordinator), one after the other:
 
-1. start the broker (streaming.local.broker), run the scenarios, stop every client (members leave:
+1. start the broker (lab.broker), run the scenarios, stop every client (members leave:
    more real records), capture ``__consumer_offsets`` twice -- read_committed and read_uncommitted
    (records of aborted transactions are real bytes too) -- and stop the broker;
 2. run Kafka's own ``kafka-dump-log --offsets-decoder`` (DumpLogSegments, of the broker's version)
@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from decoders import record_json  # noqa: E402
-from streaming.capture_format import CapturedRecord, read_capture, read_header  # noqa: E402
+from streaming.pipeline.capture_format import CapturedRecord, read_capture, read_header  # noqa: E402
 from tests.test_decoders.oracle import (  # noqa: E402
     check,
     check_all,
@@ -64,8 +64,8 @@ class Run:
 
 
 def runs() -> list[Run]:
-    from streaming.local.scenarios import default_scenarios
-    from streaming.local.scenarios_extra import KIP848_PREVIEW_3_9
+    from lab.scenarios import default_scenarios
+    from lab.scenarios_extra import KIP848_PREVIEW_3_9
 
     return [
         Run(
@@ -98,10 +98,10 @@ def runs() -> list[Run]:
 # ------------------------------------------------------------------------------- broker + capture
 def run_broker(run: Run, work: Path) -> None:
     """Steps 1-2: scenarios, captures and dump-log output into ``work/<run.name>/``."""
-    from streaming.capture import capture
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.local.lab import Lab
-    from streaming.local.scenarios import run_scenarios
+    from lab.broker import BrokerSettings, LocalKafka
+    from lab.lab import Lab
+    from lab.scenarios import run_scenarios
+    from streaming.app.capture_cmd import capture
 
     out = work / run.name
     shutil.rmtree(out, ignore_errors=True)
@@ -142,7 +142,7 @@ def run_broker(run: Run, work: Path) -> None:
 
 def dump_log(kafka_version: str, data_dir: Path) -> str:
     """``kafka-dump-log --offsets-decoder`` of ``kafka_version`` over every offsets segment."""
-    from streaming.local.jars import kafka_classpath
+    from streaming.pipeline.jars import kafka_classpath
 
     segments = sorted(data_dir.glob("__consumer_offsets-*/*.log"))
     if not segments:

@@ -3,9 +3,9 @@
 Each scenario drives real clients (confluent-kafka, kafka-python, a Kafka Streams app, a
 transactional producer) against a real broker and returns a :class:`ScenarioResult`: for every
 group it touched, what the group coordinator holds afterwards -- read back through Kafka's own
-AdminClient (:class:`~streaming.local.lab.GroupView`) -- plus the facts the scenario itself knows
+AdminClient (:class:`~lab.lab.GroupView`) -- plus the facts the scenario itself knows
 (what it committed, which member it restarted, what it aborted).  Tests, the demo and the
-benchmarks all use these functions; each name is unique per :class:`~streaming.local.lab.Lab` run,
+benchmarks all use these functions; each name is unique per :class:`~lab.lab.Lab` run,
 so scenarios can be run again and again against one broker.
 
 Members that must stay alive for the state to hold (a Stable group needs heartbeating members) keep
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.local.lab import GroupView, Lab, TopicPartitionKey, _quiet_logger
+from lab.lab import GroupView, Lab, TopicPartitionKey, _quiet_logger
 
 
 @dataclass

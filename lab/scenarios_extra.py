@@ -1,6 +1,6 @@
 """Opt-in scenarios that make brokers write record types the default library does not.
 
-Registered with the same :func:`~streaming.local.scenarios.scenario` decorator (so they run through
+Registered with the same :func:`~lab.scenarios.scenario` decorator (so they run through
 ``run_scenarios(lab, names)``), all with ``default=False``: importing this module never changes the
 default set that tests and the demo run.  Used by ``tests/vectors/make_vectors.py`` to collect
 golden vectors from real brokers.
@@ -25,9 +25,9 @@ import signal
 import subprocess
 import time
 
-from streaming.local.jars import kafka_classpath
-from streaming.local.lab import GroupView, Lab, _quiet_logger
-from streaming.local.scenarios import ScenarioResult, _commit_all, _result, _StreamsApp, scenario
+from lab.lab import GroupView, Lab, _quiet_logger
+from lab.scenarios import ScenarioResult, _commit_all, _result, _StreamsApp, scenario
+from streaming.pipeline.jars import kafka_classpath
 
 #: broker settings (``BrokerSettings.extra``) under which a 3.9 broker runs ``kip848_java_console``
 KIP848_PREVIEW_3_9 = {

@@ -1,4 +1,6 @@
-"""The mirror's settings: offsets retention, which Kafka generation's expiry semantics to apply, grace."""
+"""The state layer's one configuration (Kafka: OffsetConfig): offsets retention, expiry semantics, grace.
+
+Built once by the application from its settings and passed down to replay, expiry and rendering."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ DEFAULT_CHECK_INTERVAL_MS: Final = 600_000  # offsets.retention.check.interval.m
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class OffsetConfig:
     """``retention_ms`` is the cluster's ``offsets.retention.minutes`` in ms; ``semantics`` which
     generation of Kafka's expiry rules applies (spec §6); ``confirm_grace_ms`` how long after the
     mirror's own expiry the broker's tombstone may take before it counts as a disagreement -- the
@@ -35,4 +37,4 @@ class Settings:
             raise ValueError(f"confirm_grace_ms: must be >= 0, got {self.confirm_grace_ms}")
 
 
-DEFAULT_SETTINGS: Final = Settings()
+DEFAULT_CONFIG: Final = OffsetConfig()

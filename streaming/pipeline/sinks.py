@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streaming.metrics_catalogue import reason_class, record_type_label
+from streaming.serving.catalogue import reason_class, record_type_label
+from streaming.serving.store import BatchStats, SnapshotStore
 from streaming.settings import Settings
-from streaming.store import BatchStats, SnapshotStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,7 +1,7 @@
-"""The applyInPandasWithState adapter: one call per group and trigger, around `state.batch.step`.
+"""The applyInPandasWithState adapter: one call per group and trigger, around `state.fold.step`.
 
-Input: the group's packed rows (``group_id, packed``; `streaming.prepare.pack_groups`), usually
-one per trigger -- unpacked to column lists and folded with `state.batch.fold_columns`.
+Input: the group's packed rows (``group_id, packed``; `streaming.pipeline.prepare.pack_groups`), usually
+one per trigger -- unpacked to column lists and folded with `state.fold.fold_columns`.
 
 State row: ``(codec_version int, blob binary)`` -- the versioned bytes of `state.codec`, because
 applyInPandasWithState state schemas can neither evolve nor (PySpark 4.x) hold arrays or maps
@@ -16,7 +16,7 @@ Output rows (``OUTPUT_DDL``), at most one pandas DataFrame per group and call:
 kind       meaning
 =========  ====================================================================================
 snapshot   ``blob`` = the group's state bytes (the driver renders the full snapshot from them when
-           it is read, `streaming.store`), ``summary`` = its ``GET /groups`` row
+           it is read, `streaming.serving.store`), ``summary`` = its ``GET /groups`` row
 deleted    the group is gone (``body`` = last summary)
 event      ``body`` = one change event (JSON, `state.events`), ``key`` = event id
 offset     committed-offsets feed: ``key`` = {"group","topic","partition"} JSON, ``body`` = the
@@ -34,6 +34,14 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
+
+from state import codec
+from state.config import OffsetConfig
+from state.expiry import all_deadlines
+from state.fold import step_detail
+from state.snapshot import summary
+from streaming.pipeline import worker_tune
+from streaming.pipeline.prepare import unpack_group
 
 STATE_DDL: Final = "codec_version int, blob binary"
 OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string, blob binary"
@@ -69,7 +77,6 @@ def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[
 
 def group_columns(frames: Iterator[pd.DataFrame]) -> dict[str, list[Any]] | None:
     """The group's rows of this trigger as column lists in log order (``None``: no rows)."""
-    from streaming.prepare import unpack_group
 
     chunks = [unpack_group(blob) for f in frames if len(f) for blob in _packed_cells(f)]
     if not chunks:
@@ -111,26 +118,16 @@ def offset_value(
 
 
 def make_group_function(
-    retention_ms: int, semantics: str, confirm_grace_ms: int, emit_offsets: bool = True
+    config: OffsetConfig, emit_offsets: bool = True
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The function handed to ``applyInPandasWithState`` (a closure over picklable settings).
+    """The function handed to ``applyInPandasWithState`` (a closure over the picklable `OffsetConfig`).
     ``emit_offsets``: produce the committed-offsets feed rows (only when a topic takes them: a
     backfill changes every offset, and their JSON is most of the output)."""
 
     def fold_group(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], gstate: Any
     ) -> Iterator[pd.DataFrame]:
-        # Imports inside: this runs in Spark's Python workers.
-        from state import codec
-        from streaming import worker_tune
-
         worker_tune.apply()
-        from state.batch import step_detail
-        from state.expiry import all_deadlines
-        from state.settings import Settings
-        from state.snapshot import summary
-
-        settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
         group_id = key[0]
         now_ms = int(gstate.getCurrentProcessingTimeMs())
         cols = group_columns(frames)
@@ -145,12 +142,12 @@ def make_group_function(
         group = codec.decode(gstate.get[1]) if gstate.exists else None
         # what the offsets feed compares against (only when a topic takes the feed)
         before_offsets = dict(group.offsets) if group is not None and emit_offsets else {}
-        before_deadlines = all_deadlines(group, settings) if group is not None and before_offsets else {}
+        before_deadlines = all_deadlines(group, config) if group is not None and before_offsets else {}
 
         if cols is not None:
             cols["group_id"] = [group_id] * len(cols["status"])
         group, events, deadline, after_deadlines = step_detail(
-            group, cols, now_ms, group_id=group_id, settings=settings
+            group, cols, now_ms, group_id=group_id, config=config
         )
 
         for ev in events:
@@ -179,7 +176,7 @@ def make_group_function(
         if group is None:
             if gstate.exists:
                 # the last summary, from the stored bytes (step changed the decoded group in place)
-                last = summary(codec.decode(gstate.get[1]), settings)
+                last = summary(codec.decode(gstate.get[1]), config)
                 gstate.remove()
                 rows.append((group_id, "deleted", None, _dumps(last), None, None))
         else:
@@ -194,7 +191,7 @@ def make_group_function(
                         "snapshot",
                         None,
                         None,
-                        _dumps(summary(group, settings, after_deadlines)),
+                        _dumps(summary(group, config, after_deadlines)),
                         blob,
                     )
                 )

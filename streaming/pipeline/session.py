@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streaming.pipeline.jars import spark_kafka_jars
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -87,8 +89,6 @@ def build_session(
         settings["spark.jars.packages"] = packages
     else:
         if jars is None:
-            from streaming.local.jars import spark_kafka_jars
-
             jars = spark_kafka_jars()
         check_connector(jars)
         settings["spark.jars"] = ",".join(jars)

@@ -1,6 +1,6 @@
 """The one metric catalogue: every series the mirror exports -- name, type, help, labels, unit.
 
-Read by the exporter (`streaming.metrics`), the dashboard and alert-rule generator
+Read by the exporter (`streaming.serving.metrics`), the dashboard and alert-rule generator
 (`dashboards/build.py`), their tests and the README's metrics table, so a name exists in exactly one
 place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
 ``_bytes``, Unix timestamps as ``_timestamp_seconds``), counters end in ``_total``, and every
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from decoders import RECORD_TYPES
 
 MetricType = Literal["counter", "gauge", "histogram"]
 Scope = Literal["group", "partition", "mirror"]
@@ -433,8 +435,6 @@ def record_type_label(record_type: int | None) -> str:
     """Kafka's record type name (OFFSET_COMMIT, GROUP_METADATA, ...), else the number."""
     if record_type is None:
         return "none"
-    from decoders import RECORD_TYPES
-
     rt = RECORD_TYPES.get(int(record_type))
     return rt.name if rt is not None else str(int(record_type))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from streaming.local.jars import kafka_classpath, kafka_version
+from streaming.pipeline.jars import kafka_classpath, kafka_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

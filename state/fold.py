@@ -29,7 +29,7 @@ changes, knowingly: the ``group_created`` event of a simple group is stamped wit
 commit; a dropped commit/tombstone pair of the same partition disappears (no ``offsets_deleted``
 event for it, no disagreement check).  Counters stay independent of batching: ``commits`` counts
 ``n_commits`` and ``records`` counts ``n_commits + n_tombstones`` (the records a row stands for)
-when the caller provides those columns.  The Spark job (`streaming.prepare`) collapses only runs
+when the caller provides those columns.  The Spark job (`streaming.pipeline.prepare`) collapses only runs
 of consecutive commits and keeps each run's first and last row, so neither of the two changes
 above occurs there: a restart at any batch boundary ends in the same state.
 Commits must never be collapsed *across* a tombstone of the same partition into a row before it.
@@ -47,6 +47,7 @@ import pandas as pd
 
 from decoders import payload_to_record
 from decoders.records import DecodeError, Source, UnknownRecord
+from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import check_pending, expire_at, next_deadline_ms
 from state.model import Group, OffsetEntry, TopicPartition
 from state.replay import (
@@ -58,7 +59,6 @@ from state.replay import (
     create_simple,
     finish,
 )
-from state.settings import DEFAULT_SETTINGS, Settings
 
 _COMMIT_TYPES = frozenset({0, 1})
 
@@ -279,7 +279,7 @@ def _apply_commit_run(
         if g is None:
             g = Group(cols["group_id"][lo + i])
         if g.pending:
-            check_pending(g, src[2], ctx.settings, ctx.events, (src[0], src[1]))
+            check_pending(g, src[2], ctx.config, ctx.events, (src[0], src[1]))
         tp = (topics[i], parts[i])
         if tomb[i]:
             apply_offset_tombstone(g, tp, src, ctx)
@@ -305,11 +305,11 @@ def fold_frame(
     df: pd.DataFrame,
     *,
     group_id: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> FoldResult:
     """Fold one group's rows (OUTPUT_SCHEMA columns, sorted by source partition/offset; optional
     ``n_commits``) into ``group``.  Same result as `state.replay.fold` over the decoded records."""
-    return fold_columns(group, frame_lists(df), group_id=group_id, settings=settings)
+    return fold_columns(group, frame_lists(df), group_id=group_id, config=config)
 
 
 def fold_columns(
@@ -317,12 +317,12 @@ def fold_columns(
     cols: dict[str, list[Any]],
     *,
     group_id: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> FoldResult:
     """`fold_frame` over plain column lists (OUTPUT_SCHEMA names, ``None`` for nulls, Python ints
     and strs) -- what the streaming adapter has after unpacking a group's rows
-    (`streaming.prepare`), with no pandas in between."""
-    ctx = FoldContext(settings)
+    (`streaming.pipeline.prepare`), with no pandas in between."""
+    ctx = FoldContext(config)
     g = group
     sp = cols["source_partition"]
     so = cols["source_offset"]
@@ -371,13 +371,13 @@ def step(
     now_ms: int,
     *,
     group_id: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> tuple[Group | None, list[Any], int | None]:
     """What the adapter calls per group and trigger: fold the rows (if any; a frame, or column lists
     as `fold_columns` takes them), then apply the expiry rules at ``now_ms``.  Returns ``(group or
     None, events, next deadline or None)`` -- ``None`` group: remove the state row; deadline: set
     the timeout to ``deadline - now_ms``."""
-    res = step_detail(group, df, now_ms, group_id=group_id, settings=settings)
+    res = step_detail(group, df, now_ms, group_id=group_id, config=config)
     return res.group, res.events, res.deadline
 
 
@@ -387,16 +387,16 @@ def step_detail(
     now_ms: int,
     *,
     group_id: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    config: OffsetConfig = DEFAULT_CONFIG,
 ) -> StepResult:
     """`step`, with every remaining offset's deadline: the expiry rules are evaluated once per
     group and trigger, and the adapter's summary and offsets feed reuse the figures."""
     events: list[Any] = []
     g = group
     if isinstance(df, dict):
-        res = fold_columns(g, df, group_id=group_id, settings=settings) if df["source_offset"] else None
+        res = fold_columns(g, df, group_id=group_id, config=config) if df["source_offset"] else None
     elif df is not None and len(df):
-        res = fold_frame(g, df, group_id=group_id, settings=settings)
+        res = fold_frame(g, df, group_id=group_id, config=config)
     else:
         res = None
     if res is not None:
@@ -404,8 +404,8 @@ def step_detail(
         events.extend(res.events)
     if g is None:
         return StepResult(None, events, None, {})
-    g, more, deadlines = expire_at(g, now_ms, settings)
+    g, more, deadlines = expire_at(g, now_ms, config)
     events.extend(more)
     if g is None:
         return StepResult(None, events, None, {})
-    return StepResult(g, events, next_deadline_ms(g, settings, deadlines), deadlines)
+    return StepResult(g, events, next_deadline_ms(g, config, deadlines), deadlines)

@@ -39,6 +39,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders import OUTPUT_SCHEMA, OUTPUT_SPARK_DDL, decode_arrow
+from streaming.pipeline import worker_tune
+
 #: rows buffered before collapsing: bounds executor memory, while still collapsing most repeats
 COLLAPSE_ROWS: Final = 1 << 18
 
@@ -49,8 +52,6 @@ EXTRA_FIELDS: Final = (
 
 
 def prepared_schema() -> pa.Schema:
-    from decoders import OUTPUT_SCHEMA
-
     schema: pa.Schema = OUTPUT_SCHEMA
     for f in EXTRA_FIELDS:
         schema = schema.append(f)
@@ -58,8 +59,6 @@ def prepared_schema() -> pa.Schema:
 
 
 def prepared_spark_ddl() -> str:
-    from decoders import OUTPUT_SPARK_DDL
-
     return f"{OUTPUT_SPARK_DDL}, n_commits int, n_tombstones int"
 
 
@@ -121,16 +120,13 @@ def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def decode_and_collapse(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: raw Kafka rows in, decoded + collapsed rows (prepared schema) out."""
-    from decoders import decode_arrow
-    from streaming import worker_tune
-
     worker_tune.apply()
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in batches:
         raw = batch
         if raw.num_rows and pc.any(pc.less(raw.column("partition"), 0)).as_py():
-            # tick rows (streaming.source.ticks) only keep micro-batches running
+            # tick rows (streaming.pipeline.source.ticks) only keep micro-batches running
             raw = raw.filter(pc.greater_equal(raw.column("partition"), 0))
         if raw.num_rows == 0:
             continue
@@ -154,7 +150,7 @@ def _flush(pending: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 #: version of the packed-group layout (rows live only inside one micro-batch's shuffle, but a
 #: mismatch -- e.g. executors on another build -- must fail loudly, not misread columns)
 PACK_VERSION: Final = 1
-#: the columns a packed group carries, in this order: what `state.batch.fold_columns` and the
+#: the columns a packed group carries, in this order: what `state.fold.fold_columns` and the
 #: adapter's error rows read (``group_id`` is the grouping key itself)
 PACK_COLUMNS: Final = (
     "status",

@@ -15,7 +15,7 @@ group's series vanish from the next scrape without bookkeeping.  What keeps a sc
   million series).  `registry_for` serves the same series through prometheus_client for callers
   that need a registry; the two agree sample for sample (tested).
 
-Names, types, help and labels come from `streaming.metrics_catalogue` only.
+Names, types, help and labels come from `streaming.serving.catalogue` only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
-from streaming.metrics_catalogue import (
+from state.events import EVENT_TYPES
+from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
     BY_NAME,
     EXPIRY_WINDOWS,
@@ -448,8 +449,6 @@ def _seeded(cluster: str, tallies: dict[tuple[str, ...], int], kind: str, seed: 
 
 
 def _event_types() -> tuple[str, ...]:
-    from state.events import EVENT_TYPES
-
     return tuple(EVENT_TYPES)
 
 

@@ -6,7 +6,7 @@ Contract (used by others -- keep it stable):
   ``{"key": {"type": K, "data": {...}}, "value": null | {"version": V, "data": {...}}}``
   (no ``--value`` = tombstone; ``--value ""`` = an empty, i.e. truncated, value).
   An unknown record type prints ``{"unknown": {...}}``, an undecodable record ``{"error": {...}}``.
-* ``decode --capture FILE`` prints every record of a capture file (streaming.capture_format) as
+* ``decode --capture FILE`` prints every record of a capture file (streaming.pipeline.capture_format) as
   JSON lines, each starting with its source ``partition``, ``offset`` and ``timestamp``, then
   summary counts on stderr.
 
@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from decoders.kafka_json import STATUS_ERROR, STATUS_OK, STATUS_UNKNOWN, record_json
 from decoders.records import Source
-from streaming.capture_format import CaptureFormatError, read_capture
+from streaming.pipeline.capture_format import CaptureFormatError, read_capture
 
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 2

@@ -48,7 +48,7 @@ def _freeze_long_lived() -> None:
     import pyarrow  # noqa: F401
 
     import decoders  # noqa: F401
-    import state.batch  # noqa: F401
+    import state.fold  # noqa: F401
 
     gc.collect()
     gc.freeze()

@@ -115,7 +115,7 @@ class Readiness:
 class SnapshotStore:
     """Thread-safe map group id -> latest snapshot, plus mirror-wide status.
 
-    ``renderer`` turns a group's state bytes into its snapshot (`streaming.enrich.snapshot_renderer`);
+    ``renderer`` turns a group's state bytes into its snapshot (`streaming.serving.render.snapshot_renderer`);
     it is needed only when bytes are applied."""
 
     def __init__(self, max_errors: int = 1000, renderer: Renderer | None = None) -> None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from streaming.capture_format import CapturedRecord, CaptureHeader, write_capture
+from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

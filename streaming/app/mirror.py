@@ -11,11 +11,11 @@ idempotent)::
 The query::
 
     __consumer_offsets (Kafka source, read_committed)  |  capture file (file source)
-      -> mapInArrow(decode, collapse commits,          streaming.prepare   [observed: decode counts]
+      -> mapInArrow(decode, collapse commits,          streaming.pipeline.prepare   [observed: decode counts]
                     pack rows per group)
-      -> groupBy(group_id).applyInPandasWithState      streaming.adapter   [state: codec bytes,
+      -> groupBy(group_id).applyInPandasWithState      streaming.pipeline.adapter   [state: codec bytes,
                                                                              ProcessingTimeTimeout]
-      -> foreachBatch                                   streaming.sinks     [store, events, offsets]
+      -> foreachBatch                                   streaming.pipeline.sinks     [store, events, offsets]
 """
 
 from __future__ import annotations
@@ -26,14 +26,21 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
+from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
+from streaming.pipeline.prepare import counter_names, decode_collapse_pack, packed_spark_ddl
+from streaming.pipeline.recovery import recover_snapshots
+from streaming.pipeline.session import build_session
+from streaming.pipeline.sinks import MirrorSink
+from streaming.pipeline.source import read_source
+from streaming.serving.metrics import exposition
+from streaming.serving.render import snapshot_renderer
+from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
-from streaming.store import SnapshotStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-    from streaming.sinks import MirrorSink
 
 log = logging.getLogger("coordinator_mirror")
 
@@ -42,10 +49,8 @@ QUERY_NAME = "coordinator_mirror"
 
 def observed_columns() -> list[Any]:
     """Aggregates observed per batch (``DataFrame.observe``) on the packed rows: records by type
-    and version, errors, unknown types, commits -- `streaming.prepare.counter_names`."""
+    and version, errors, unknown types, commits -- `streaming.pipeline.prepare.counter_names`."""
     from pyspark.sql import functions as F
-
-    from streaming.prepare import counter_names
 
     return [F.sum(f"n_{name}").alias(name) for name in counter_names()]
 
@@ -62,15 +67,10 @@ class Mirror:
         self.settings = settings
         self.spark = spark
         self.store = store or SnapshotStore()
+        #: the state layer's configuration, built once: the fold, recovery and rendering share it
+        self.offset_config = settings.offset_config()
         if self.store.renderer is None:
-            from streaming.enrich import snapshot_renderer
-
-            self.store.renderer = snapshot_renderer(
-                settings.retention_ms,
-                settings.expiry_semantics,
-                settings.confirm_grace_ms,
-                settings.default_server_assignor,
-            )
+            self.store.renderer = snapshot_renderer(self.offset_config, settings.default_server_assignor)
         self.serve_http = serve_http
         self.query: StreamingQuery | None = None
         self.http: Any = None
@@ -85,8 +85,6 @@ class Mirror:
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
-        from streaming.spark_session import build_session
-
         s = self.settings
         if self.spark is None:
             conf = {
@@ -108,7 +106,7 @@ class Mirror:
         )
         self._progress_thread.start()
         if self.serve_http:
-            from streaming.api import MirrorHTTPServer
+            from streaming.serving.api import MirrorHTTPServer
 
             self.http = MirrorHTTPServer(
                 (s.http_host, s.http_port), self.store, metrics=self.metrics_exposition, health=self.health
@@ -121,8 +119,6 @@ class Mirror:
         r = self.store.readiness
         if s.source != "kafka":
             return
-        from streaming.jvm_kafka import partition_offsets
-
         assert self.spark is not None and s.bootstrap_servers
         starts, ends = partition_offsets(self.spark, s.bootstrap_servers, s.kafka_options, s.topic)
         r.starts, r.targets, r.latest = dict(starts), dict(ends), dict(ends)
@@ -139,8 +135,6 @@ class Mirror:
         s = self.settings
         if not (s.events_topic or s.offsets_topic):
             return
-        from streaming.jvm_kafka import ensure_topic
-
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
         for topic, compacted in ((s.events_topic, False), (s.offsets_topic, True)):
@@ -150,11 +144,9 @@ class Mirror:
     def _recover_store(self) -> int:
         """After a restart, rebuild the driver's snapshots from the checkpointed state store (on the
         executors), so the API and metrics are complete before the first new batch."""
-        from streaming.recovery import recover_snapshots
-
         assert self.spark is not None
         started = time.monotonic()
-        rows = recover_snapshots(self.spark, self.settings)
+        rows = recover_snapshots(self.spark, self.settings, self.offset_config)
         if rows is None:
             return 0
         n = self.store.load(rows)
@@ -163,11 +155,6 @@ class Mirror:
 
     def _start_query(self) -> StreamingQuery:
         from pyspark.sql.streaming.state import GroupStateTimeout
-
-        from streaming.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
-        from streaming.prepare import decode_collapse_pack, packed_spark_ddl
-        from streaming.sinks import MirrorSink
-        from streaming.source import read_source
 
         s = self.settings
         assert self.spark is not None
@@ -181,9 +168,7 @@ class Mirror:
         packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
         prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
-        fold = make_group_function(
-            s.retention_ms, s.expiry_semantics, s.confirm_grace_ms, emit_offsets=bool(s.offsets_topic)
-        )
+        fold = make_group_function(self.offset_config, emit_offsets=bool(s.offsets_topic))
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
@@ -273,8 +258,6 @@ class Mirror:
         return True, {"query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
 
     def metrics_exposition(self) -> tuple[bytes, str]:
-        from streaming.metrics import exposition
-
         # the direct renderer: same series as registry_for(), ~10x faster at 10k groups
         return exposition(self)
 

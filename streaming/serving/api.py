@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from streaming.store import SnapshotStore
+from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from state import codec
+from state.config import OffsetConfig
+from state.snapshot import summary
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -32,20 +35,15 @@ def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
     return any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
 
 
-def _summaries(retention_ms: int, semantics: str, grace_ms: int) -> Any:
+def _summaries(config: OffsetConfig) -> Any:
     def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        from state import codec
-        from state.settings import Settings as StateSettings
-        from state.snapshot import summary
-
-        settings = StateSettings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=grace_ms)
         for df in frames:
             rows = []
             for blob in df["blob"]:
                 g = codec.decode(bytes(blob))
                 if not g.exists:
                     continue
-                text = json.dumps(summary(g, settings), separators=(",", ":"), ensure_ascii=False)
+                text = json.dumps(summary(g, config), separators=(",", ":"), ensure_ascii=False)
                 rows.append((g.group_id, bytes(blob), text))
             yield pd.DataFrame(rows, columns=["group_id", "blob", "summary"])
 
@@ -53,7 +51,7 @@ def _summaries(retention_ms: int, semantics: str, grace_ms: int) -> Any:
 
 
 def recover_snapshots(
-    spark: SparkSession, settings: Settings
+    spark: SparkSession, settings: Settings, config: OffsetConfig
 ) -> Iterator[tuple[str, bytes, dict[str, Any]]] | None:
     """(group id, state bytes, summary) of every live group in the checkpoint's state store; the
     driver store renders full snapshots from the bytes when they are read."""
@@ -66,7 +64,7 @@ def recover_snapshots(
         state.selectExpr(f"{blob} AS blob")
         .where("blob IS NOT NULL")
         .mapInPandas(
-            _summaries(settings.retention_ms, settings.expiry_semantics, settings.confirm_grace_ms),
+            _summaries(config),
             "group_id string, blob binary, summary string",
         )
         .collect()

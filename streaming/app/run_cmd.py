@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streaming.app.mirror import Mirror
 from streaming.settings import Settings, SettingsError, load_settings
 
 log = logging.getLogger("coordinator_mirror")
@@ -121,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
 
 def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any], None] | None = None) -> int:
     """Start the mirror, report catch-up progress, serve until ``stop`` (or SIGINT/SIGTERM)."""
-    from streaming.app import Mirror
 
     def _signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping", signal.Signals(signum).name)

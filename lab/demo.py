@@ -1,4 +1,4 @@
-"""`coordinator-mirror demo`: the main job on its embedded default -- a local real Kafka with demo groups.
+"""`coordinator-mirror demo` (plugged into the CLI by the lab): the mirror on a local Kafka with demo groups.
 
 Starts the local broker (jvm/lib), runs the scenario library once, keeps a rebalance storm going
 and re-runs a round of scenarios in the background every ``--interval`` seconds, so the broker's
@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from lab.broker import BrokerSettings, LocalKafka
+from lab.lab import Lab
+from lab.scenarios import SCENARIOS, run_scenarios
+from streaming.app.run_cmd import configure_logging, serve
+from streaming.settings import load_settings
 
 log = logging.getLogger("coordinator_mirror.demo")
 
@@ -31,9 +38,6 @@ class DemoWorkload:
         self._thread = threading.Thread(target=self._run, name="demo-workload", daemon=True)
 
     def start(self) -> DemoWorkload:
-        from streaming.local.lab import Lab
-        from streaming.local.scenarios import SCENARIOS
-
         # a long-lived stormy group for the rebalance dashboards and alerts
         storm = Lab(self.bootstrap, self.kafka_version, run_id="storm")
         SCENARIOS["churn"].fn(storm)
@@ -42,9 +46,6 @@ class DemoWorkload:
         return self
 
     def _run(self) -> None:
-        from streaming.local.lab import Lab
-        from streaming.local.scenarios import run_scenarios
-
         while not self._stop.is_set():
             lab = Lab(self.bootstrap, self.kafka_version, run_id=f"r{self.rounds}")
             self._labs.append(lab)
@@ -87,12 +88,6 @@ def register(
 
 
 def _run(args: argparse.Namespace) -> int:
-    import shutil
-
-    from streaming.local.broker import BrokerSettings, LocalKafka
-    from streaming.run_cmd import configure_logging, serve
-    from streaming.settings import load_settings
-
     configure_logging("INFO")
     stop = threading.Event()
     workdir = Path(args.workdir).resolve()

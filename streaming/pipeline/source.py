@@ -21,7 +21,7 @@ def kafka_options(settings: Settings, partitions: list[int] | None = None) -> di
     """Options for Spark's Kafka source: our fixed semantics plus every ``kafka.*`` pass-through.
 
     With ``partitions`` known, the source uses ``assign``: Spark's consumer-based offset reader
-    (the one that can list internal topics, see streaming.spark_session) *joins a consumer group*
+    (the one that can list internal topics, see streaming.pipeline.session) *joins a consumer group*
     on the driver when it subscribes -- a mirror would then write its own group into the topic it
     mirrors.  ``assign`` reads without any group membership.
     """

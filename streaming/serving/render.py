@@ -13,6 +13,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from state import codec
+from state.config import OffsetConfig
+from state.expiry import all_deadlines
+from state.snapshot import snapshot
+
 
 def with_assignor(snapshot: dict[str, Any], default_server_assignor: str) -> dict[str, Any]:
     kind = snapshot.get("kind")
@@ -34,22 +39,14 @@ def with_assignor(snapshot: dict[str, Any], default_server_assignor: str) -> dic
 
 
 def snapshot_renderer(
-    retention_ms: int, semantics: str, confirm_grace_ms: int, default_server_assignor: str
+    config: OffsetConfig, default_server_assignor: str
 ) -> Callable[[bytes], dict[str, Any]]:
     """State bytes (`state.codec`) -> the group's full snapshot, as ``GET /groups/{id}`` serves it.
     Deterministic: expiry deadlines are absolute times, so rendering later gives what the executor
     would have rendered at the end of the micro-batch."""
-    from state import codec
-    from state.expiry import all_deadlines
-    from state.settings import Settings
-    from state.snapshot import snapshot
-
-    settings = Settings(retention_ms=retention_ms, semantics=semantics, confirm_grace_ms=confirm_grace_ms)
 
     def render(blob: bytes) -> dict[str, Any]:
         group = codec.decode(blob)
-        return with_assignor(
-            snapshot(group, settings, all_deadlines(group, settings)), default_server_assignor
-        )
+        return with_assignor(snapshot(group, config, all_deadlines(group, config)), default_server_assignor)
 
     return render

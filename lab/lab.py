@@ -1,6 +1,6 @@
 """The lab: clients, topics, running group members and the coordinator's read-back for scenarios.
 
-A scenario (see :mod:`streaming.local.scenarios`) drives real consumer groups with confluent-kafka
+A scenario (see :mod:`lab.scenarios`) drives real consumer groups with confluent-kafka
 and kafka-python against a real broker, then asks the broker what its group coordinator now holds.
 That read-back goes through :class:`Probe`, which runs our ``GroupProbe`` Java helper on Kafka's own
 AdminClient: it is the only client that reports KIP-848 / share / streams epochs (confluent-kafka's
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from streaming.local.jars import kafka_version as default_kafka_version
-from streaming.local.jars import probe_classpath
+from streaming.pipeline.jars import kafka_version as default_kafka_version
+from streaming.pipeline.jars import probe_classpath
 
 TopicPartitionKey = tuple[str, int]
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -448,7 +448,7 @@ class Member(_Consuming):
 
 
 class RemoteMember(_Consuming):
-    """A :class:`Member` hosted in its own process (:mod:`streaming.local.member_host`).
+    """A :class:`Member` hosted in its own process (:mod:`lab.member_host`).
 
     kafka-python members run this way: kafka-python 3.0 shares one IO loop among all clients of a
     process, and in the busy test process (Spark driver, HTTP servers, other members) that loop
@@ -469,7 +469,7 @@ class RemoteMember(_Consuming):
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         spec = {"bootstrap": bootstrap, "group": group, "topics": topics, **kwargs}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming.local.member_host", json.dumps(spec)],
+            [sys.executable, "-m", "lab.member_host", json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -571,7 +571,7 @@ class ChildMember:
             [
                 sys.executable,
                 "-m",
-                "streaming.local.member",
+                "lab.member",
                 "--bootstrap",
                 bootstrap,
                 "--group",
