@@ -20,7 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streaming.app.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "streaming.app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
