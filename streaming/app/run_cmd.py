@@ -32,7 +32,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _kv(text: str) -> tuple[str, str]:
+def kv_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -75,7 +75,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         if origin in (types.UnionType, typing.Union) and len(inner) == 1:
             annotation, origin = inner[0], typing.get_origin(inner[0])
         if origin is dict:
-            args.update(type=_kv, action="append", metavar="KEY=VALUE", help=help_text + " (repeatable)")
+            args.update(type=kv_pair, action="append", metavar="KEY=VALUE", help=help_text + " (repeatable)")
         elif origin is list:
             args.update(action="append", metavar="VALUE", help=help_text + " (repeatable)")
         elif origin is typing.Literal:

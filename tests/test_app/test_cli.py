@@ -4,6 +4,7 @@ demo without the lab, and a product wheel that carries no lab."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -64,22 +65,21 @@ def test_the_lab_plugs_demo_into_the_cli() -> None:
 
 
 def test_the_product_wheel_carries_no_lab_and_no_lab_dependency(tmp_path: Path) -> None:
+    # built from a copy without lab/: the product must not need it (and the build's own build/
+    # directory stays out of the work tree)
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    for package in ("decoders", "state", "streaming"):
+        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "dist"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(tmp_path),
-            str(REPO),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("coordinator_mirror-*.whl")
+    (wheel,) = out.glob("coordinator_mirror-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         metadata = next(zf.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))

@@ -86,7 +86,7 @@ def test_aborted_transaction_only_in_read_uncommitted_capture(
         main(
             [
                 "capture",
-                "--bootstrap-server",
+                "--bootstrap-servers",
                 kafka.bootstrap,
                 "--out",
                 str(raw),
@@ -110,7 +110,7 @@ def test_parquet_capture_equals_jsonl(tmp_path: Path, kafka: Any, capture_file: 
     from streaming.app.cli import main
 
     pq = tmp_path / "c.parquet"
-    assert main(["capture", "--bootstrap-server", kafka.bootstrap, "--out", str(pq)]) == 0
+    assert main(["capture", "--bootstrap-servers", kafka.bootstrap, "--out", str(pq)]) == 0
     jsonl = list(read_capture(capture_file))
     parquet = list(read_capture(pq))
     # the topic may have grown since the session capture (later tests); compare the common prefix
