@@ -142,12 +142,13 @@ class GroupNumbers:
         deadlines = all_deadlines(g, config)
         self.blob = blob
         self.group_id = group_id
-        kind = self.kind = _label(g.display_kind or "unknown")
-        self.state = _label(g.state or "Unknown")
+        # kind and state as they are (the mirror-level count escapes them), the info labels escaped
+        kind = self.kind = sys.intern(g.display_kind or "unknown")
+        self.state = sys.intern(g.state or "Unknown")
         modern = kind in _MODERN
         protocol_type = kind if modern else g.protocol_type
         self.info = (
-            kind,
+            _label(kind),
             _label(g.group_type),
             _label(protocol_type),
             _label(assignor(g, default_assignor)[0]),
@@ -238,6 +239,11 @@ def _write_groups(body: _Body, views: Sequence[GroupNumbers], cluster: str, now_
     family's samples together)."""
     c = escape(cluster)
     labels = [f'cluster_name="{c}",group="{escape(v.group_id)}"' for v in views]
+    _write_group_families(body, views, labels, now_ms)
+    _write_partition_families(body, views, labels)
+
+
+def _write_group_families(body: _Body, views: Sequence[GroupNumbers], labels: list[str], now_ms: int) -> None:
     parts = body.parts
     n = len(views)
     for m in GROUP_METRICS:
@@ -253,7 +259,9 @@ def _write_groups(body: _Body, views: Sequence[GroupNumbers], cluster: str, now_
                 states = GROUP_STATES.get(v.kind, ())
                 if v.state not in states:
                     states = (*states, v.state)
-                parts.extend(f'{name}{{{lab},state="{s}"}} {1 if s == v.state else 0}\n' for s in states)
+                parts.extend(
+                    f'{name}{{{lab},state="{escape(s)}"}} {1 if s == v.state else 0}\n' for s in states
+                )
                 body.series += len(states)
         elif name in _SCALAR_MS:
             i = _SCALARS.index(name)
@@ -276,6 +284,10 @@ def _write_groups(body: _Body, views: Sequence[GroupNumbers], cluster: str, now_
             for v, lab in zip(views, labels, strict=True):
                 body.samples(m, fn(v, now_ms), lab, 2)
         body.flush()
+
+
+def _write_partition_families(body: _Body, views: Sequence[GroupNumbers], labels: list[str]) -> None:
+    parts = body.parts
     for m in PARTITION_METRICS:
         body.header(m)
         name = m.name

@@ -223,11 +223,6 @@ class SnapshotStore:
                 self._cache_put(group_id, blob, snap)
         return snap
 
-    def cached(self) -> tuple[int, int]:
-        """(snapshots, approximate bytes) in the rendered-snapshot cache."""
-        with self._lock:
-            return len(self._cache), self._cached_bytes
-
     def states(self) -> list[tuple[str, bytes]]:
         """(group id, state bytes) of every group, in the order the groups first arrived."""
         with self._lock:

@@ -28,6 +28,7 @@ from streaming.serving.catalogue import (
     GROUP_COUNTERS,
     GROUP_STATES,
     SAMPLE_NAMES,
+    MetricDef,
     reason_class,
     record_type_label,
 )
@@ -285,6 +286,26 @@ def test_a_failing_health_check_reads_as_an_unhealthy_query() -> None:
 
     m.health = broken  # type: ignore[method-assign]
     assert value(parse(exposition(m)[0]), "coordinator_mirror_query_healthy") == 0
+
+
+def test_families_from_another_module_follow_the_mirrors_own() -> None:
+    """`MirrorMetrics.providers`: another module's families, asked at every scrape."""
+    m = mirror_with(stable_classic("g", 1))
+    lag = MetricDef("test_partition_lag", "gauge", "Lag.", ("cluster_name", "group", "topic"), scope="group")
+    calls: list[int] = []
+
+    def provider() -> list[tuple[MetricDef, list[tuple[tuple[str, ...], float]]]]:
+        calls.append(1)
+        return [(lag, [(("synthetic", 'g"1', "t"), 5.0), (("synthetic", "g2", "t"), 7.5)])]
+
+    metrics_for(m).providers.append(provider)
+    for body in (exposition(m)[0], generate_latest(registry_for(m))):
+        s = parse(body)
+        assert value(s, "test_partition_lag", group='g"1', topic="t") == 5
+        assert value(s, "test_partition_lag", group="g2") == 7.5
+    assert len(calls) == 2
+    text = exposition(m)[0].decode()
+    assert text.index("# TYPE test_partition_lag gauge") > text.index("coordinator_mirror_exporter_series")
 
 
 def test_progress_is_folded_once_per_batch() -> None:

@@ -33,6 +33,11 @@ def _group(generation: int, group_id: str = "g") -> tuple[bytes, dict, dict]:
     return codec.encode(g), summary(g, STATE_SETTINGS, deadlines), expected
 
 
+def cached(store: SnapshotStore) -> tuple[int, int]:
+    """(snapshots, approximate bytes) in the store's rendered-snapshot cache."""
+    return len(store._cache), store._cached_bytes
+
+
 def _counting() -> tuple[list[bytes], object]:
     calls: list[bytes] = []
     render = snapshot_renderer(OffsetConfig(retention_ms=7 * DAY, confirm_grace_ms=11 * MIN), "uniform")
@@ -53,15 +58,15 @@ def test_bytes_render_on_read_equal_to_the_executor_snapshot_and_are_cached() ->
     first = store.group("g")
     assert first == expected and first["generation"] == 2 and first["offsets"][0]["offset"] == 42
     assert store.group("g") is first and len(calls) == 1
-    assert store.states() == [("g", blob)] and store.cached() == (1, snapshot_size(first))
+    assert store.states() == [("g", blob)] and cached(store) == (1, snapshot_size(first))
     # a change drops the cached snapshot; the next read renders once more
     blob3, summ3, expected3 = _group(3)
     store.apply(1, [("g", blob3, summ3)])
-    assert store.cached() == (0, 0)
+    assert cached(store) == (0, 0)
     assert store.group("g") == expected3 and len(calls) == 2
     store.apply(2, [("g", None, None)])
     assert store.group("g") is None and store.states() == [] and store.summaries() == []
-    assert store.cached() == (0, 0)
+    assert cached(store) == (0, 0)
 
 
 def test_the_cache_keeps_the_most_recently_read_snapshots_within_its_bytes() -> None:
@@ -72,13 +77,13 @@ def test_the_cache_keeps_the_most_recently_read_snapshots_within_its_bytes() -> 
     store.apply(0, rows)
     for gid, _, _ in rows:
         store.group(gid)
-    assert store.cached() == (3, 3 * one) and len(calls) == 6
+    assert cached(store) == (3, 3 * one) and len(calls) == 6
     # g3..g5 are cached: reading them renders nothing; g0 was evicted first
     for gid in ("g5", "g3", "g4"):
         store.group(gid)
     assert len(calls) == 6
     store.group("g0")  # renders, evicts the least recently read (g5)
-    assert len(calls) == 7 and store.cached() == (3, 3 * one)
+    assert len(calls) == 7 and cached(store) == (3, 3 * one)
     store.group("g3")
     store.group("g5")
     assert len(calls) == 8
@@ -86,7 +91,7 @@ def test_the_cache_keeps_the_most_recently_read_snapshots_within_its_bytes() -> 
     store.cache_bytes = 0
     store.group("g1")
     store.group("g1")
-    assert len(calls) == 10 and store.cached()[0] == 3  # a zero budget admits nothing new
+    assert len(calls) == 10 and cached(store)[0] == 3  # a zero budget admits nothing new
 
 
 def test_a_snapshots_size_estimate_is_near_what_python_allocates() -> None:
