@@ -202,10 +202,13 @@ def _ms(value: int) -> str:
 
 class _Body:
     """The response body, written as it is rendered: parts are joined and encoded a few thousand at
-    a time, so neither a million small strings nor a second copy of the body are ever alive."""
+    a time, so neither a million small strings nor a second copy of the body are ever alive.  The
+    buffer starts at ``size_hint`` bytes (the last body's size, plus a margin): growing a 150 MB
+    buffer from nothing costs ~70 reallocations copying ~9x its size; a fresh zeroed allocation of
+    the hinted size costs nothing until written."""
 
-    def __init__(self) -> None:
-        self.out = io.BytesIO()
+    def __init__(self, size_hint: int = 0) -> None:
+        self.out = io.BytesIO(bytes(size_hint)) if size_hint else io.BytesIO()
         self.parts: list[str] = []
         self.series = 0
 
@@ -231,6 +234,7 @@ class _Body:
 
     def getvalue(self) -> bytes:
         self.flush()
+        self.out.truncate()  # the hinted size's unwritten tail
         return self.out.getvalue()  # BytesIO hands its buffer over: no copy
 
 
@@ -340,6 +344,7 @@ class MirrorMetrics:
         self.phase_seconds: dict[str, float] = {}
         self.last_series = 0
         self.last_render_seconds = 0.0
+        self._last_size = 0
 
     # -- groups ------------------------------------------------------------------------------
     def _wants_partitions(self, group_id: str) -> bool:
@@ -453,7 +458,7 @@ class MirrorMetrics:
             started = time.perf_counter()
             now_ms = int(time.time() * 1000)
             views = self.views()
-            body = _Body()
+            body = _Body(self._last_size + self._last_size // 8 + 2**16 if self._last_size else 0)
             _write_groups(body, views, self.cluster, now_ms)
             mirror = self.mirror_samples(views)
             for m in MIRROR_METRICS:
@@ -470,6 +475,7 @@ class MirrorMetrics:
                     body.header(m)
                     body.samples(m, samples)
             out = body.getvalue()
+            self._last_size = len(out)
             self.last_series = body.series
             self.last_render_seconds = time.perf_counter() - started
             return out
