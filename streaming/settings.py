@@ -138,6 +138,12 @@ class Settings(BaseSettings):
     metrics_group_regex: str | None = Field(
         None, description="only groups matching this regex get per-partition series"
     )
+    snapshot_cache_bytes: int = Field(
+        64 * 2**20,
+        ge=0,
+        description="memory for rendered GET /groups/{id} snapshots, least recently read dropped first "
+        "(approximate bytes; 0 = render on every read)",
+    )
 
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")
