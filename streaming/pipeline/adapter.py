@@ -36,6 +36,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from decoders.columns import ERROR_FIELDS
 from state import codec
 from state.config import OffsetConfig
 from state.events import Event, GroupDeleted, OffsetsExpired
@@ -49,19 +50,6 @@ STATE_DDL: Final = "codec_version int, blob binary"
 OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string, blob binary"
 OUTPUT_COLUMNS: Final = ("group_id", "kind", "key", "body", "summary", "blob")
 
-_ERROR_FIELDS: Final = (
-    "status",
-    "record_type",
-    "value_version",
-    "error_part",
-    "error_field",
-    "error_position",
-    "error_reason",
-    "source_partition",
-    "source_offset",
-    "source_timestamp_ms",
-)
-
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -71,7 +59,7 @@ def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[
     rows = []
     for i, status in enumerate(cols["status"]):
         if status != "ok":
-            clean = {name: cols[name][i] for name in _ERROR_FIELDS}
+            clean = {name: cols[name][i] for name in ERROR_FIELDS}
             clean["group_id"] = group_id
             rows.append((group_id, "error", None, _dumps(clean), None, None))
     return rows

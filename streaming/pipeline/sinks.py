@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streaming.serving.catalogue import reason_class, record_type_label
+from streaming.serving.catalogue import reason_label, record_type_label
 from streaming.serving.store import BatchStats, SnapshotStore
 from streaming.settings import Settings
 
@@ -79,7 +79,7 @@ def batch_tallies(events: list[str], errors: list[dict[str, Any]]) -> dict[tuple
             "skipped",
             status,
             record_type_label(err.get("record_type")),
-            reason_class(err.get("error_reason"), status),
+            reason_label(err.get("error_kind"), status),
         )
         out[key] = out.get(key, 0) + 1
     return out

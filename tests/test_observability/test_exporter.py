@@ -29,7 +29,7 @@ from streaming.serving.catalogue import (
     GROUP_STATES,
     SAMPLE_NAMES,
     MetricDef,
-    reason_class,
+    reason_label,
     record_type_label,
 )
 from streaming.serving.metrics import GroupNumbers, exposition, metrics_for
@@ -398,15 +398,31 @@ def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> 
         )
     ]
     errors = [
-        {"status": "unknown", "record_type": 99, "error_reason": None},
+        {"status": "unknown", "record_type": 99, "error_kind": None, "error_reason": None},
         {
             "status": "error",
             "record_type": 1,
+            "error_kind": "unknown_version",
             "error_reason": "unknown value version 42 of OffsetCommitValue",
         },
-        {"status": "error", "record_type": 2, "error_reason": "truncated: string of 9 bytes, 2 left"},
-        {"status": "error", "record_type": 2, "error_reason": "truncated: int32 needs 4 bytes, 0 left"},
-        {"status": "error", "record_type": None, "error_reason": "malformed: negative string length -5"},
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: string of 9 bytes, 2 left",
+        },
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: int32 needs 4 bytes, 0 left",
+        },
+        {
+            "status": "error",
+            "record_type": None,
+            "error_kind": "malformed",
+            "error_reason": "malformed: negative string length -5",
+        },
     ]
     t = batch_tallies(events, errors)
     assert t[("event", "rebalance_completed")] == 2
@@ -420,9 +436,10 @@ def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> 
 
 
 def test_reason_and_record_type_labels_are_bounded() -> None:
-    assert reason_class("internal decoder error: IndexError('x')", "error") == "internal"
-    assert reason_class("what on earth: 17 bytes", "error") == "other"
-    assert reason_class(None, "error") == "none"
+    assert reason_label("internal", "error") == "internal"
+    assert reason_label("what on earth: 17 bytes", "error") == "none"  # only the closed set
+    assert reason_label(None, "error") == "none"
+    assert reason_label(None, "unknown") == "unknown_record_type"
     assert record_type_label(1) == "OFFSET_COMMIT" and record_type_label(23) != "23"
     assert record_type_label(123) == "123" and record_type_label(None) == "none"
 
