@@ -3,14 +3,64 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from streaming.app.security_errors import StartupError, classify_security, classify_text
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
+from streaming.settings import is_secret
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class ClientErrors(logging.Handler):
+    """librdkafka's error callback and log lines, kept (not printed): a refused handshake shows
+    only there -- the call that fails says just "transport failure"."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.secrets = secrets
+        self.logger = logging.getLogger("coordinator_mirror.librdkafka")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.INFO)
+        self.logger.handlers = [self]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        del self.lines[:-50]
+
+    def error_cb(self, err: Any) -> None:
+        self.lines.append(str(err))
+        del self.lines[:-50]
+
+    def fatal(self) -> StartupError | None:
+        """A security failure seen so far (retrying will not fix it), else None."""
+        for line in reversed(self.lines):
+            found = classify_text(line, self.secrets)
+            if found is not None:
+                return found
+        return None
+
+
+def _metadata(consumer: Any, topic: str, timeout_s: float, errors: ClientErrors | None) -> Any:
+    """The topic's metadata; gives up early once the client reported a security failure."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=min(2.0, timeout_s))
+        except KafkaException:
+            consumer.poll(0.1)  # serves the error and log callbacks queued so far (not assigned yet)
+            fatal = errors.fatal() if errors else None
+            if fatal is not None:
+                raise fatal from None
+            if time.monotonic() > deadline:
+                raise
 
 
 def iter_topic(
@@ -20,6 +70,7 @@ def iter_topic(
     isolation_level: str = "read_committed",
     client_config: dict[str, str] | None = None,
     timeout_s: float = 60.0,
+    errors: ClientErrors | None = None,
 ) -> Iterator[CapturedRecord]:
     """Yield every record of ``topic`` from the earliest offset up to the end offsets seen at start.
 
@@ -40,9 +91,11 @@ def iter_topic(
         "topic.metadata.refresh.interval.ms": 60000,
     }
     conf.update(client_config or {})
+    if errors is not None:
+        conf.update(error_cb=errors.error_cb, logger=errors.logger)
     consumer = Consumer(conf)
     try:
-        md = consumer.list_topics(topic, timeout=timeout_s)
+        md = _metadata(consumer, topic, timeout_s, errors)
         tmd = md.topics.get(topic)
         if tmd is None or tmd.error is not None:
             raise KafkaException(f"topic {topic} not available: {tmd.error if tmd else 'missing'}")
@@ -91,6 +144,7 @@ def capture(
     client_config: dict[str, str] | None = None,
     kafka_version: str | None = None,
     timeout_s: float = 60.0,
+    errors: ClientErrors | None = None,
 ) -> int:
     header = CaptureHeader(
         source=f"kafka://{bootstrap}/{OFFSETS_TOPIC}",
@@ -99,7 +153,11 @@ def capture(
         captured_at_ms=int(time.time() * 1000),
     )
     records = iter_topic(
-        bootstrap, isolation_level=isolation_level, client_config=client_config, timeout_s=timeout_s
+        bootstrap,
+        isolation_level=isolation_level,
+        client_config=client_config,
+        timeout_s=timeout_s,
+        errors=errors,
     )
     return write_capture(out, header, records)
 
@@ -146,12 +204,23 @@ def register(
 
 
 def _run(args: argparse.Namespace) -> int:
-    n = capture(
-        args.bootstrap_server,
-        args.out,
-        isolation_level=args.isolation_level,
-        client_config=_parse_kv(args.kafka_option),
-        timeout_s=args.timeout,
-    )
+    options = _parse_kv(args.kafka_option)
+    secrets = [v for k, v in options.items() if is_secret(k)]
+    errors = ClientErrors(secrets)
+    try:
+        n = capture(
+            args.bootstrap_server,
+            args.out,
+            isolation_level=args.isolation_level,
+            client_config=options,
+            timeout_s=args.timeout,
+            errors=errors,
+        )
+    except Exception as exc:
+        found = classify_security(exc, reversed(errors.lines), secrets)
+        if found is None:
+            raise
+        print(f"coordinator-mirror capture: {found.message}", file=sys.stderr)
+        return found.exit_code
     print(f"captured {n} records of {OFFSETS_TOPIC} to {args.out}", file=sys.stderr)
     return 0
