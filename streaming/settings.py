@@ -238,15 +238,6 @@ class Settings(BaseSettings):
             raise ValueError(
                 "http_basic_auth_file: choose one of http_auth_token_file and http_basic_auth_file"
             )
-        for name in (
-            "http_tls_cert_file",
-            "http_tls_key_file",
-            "http_auth_token_file",
-            "http_basic_auth_file",
-        ):
-            path = getattr(self, name)
-            if path is not None and not Path(path).is_file():
-                raise ValueError(f"{name}: {path} is not a readable file")
         return self
 
     @classmethod
@@ -302,7 +293,8 @@ class Settings(BaseSettings):
 
     def redacted(self) -> dict[str, Any]:
         """The settings as logged or echoed: every secret-looking entry of every map hidden."""
-        return redact(self.model_dump(mode="json"))
+        data: dict[str, Any] = redact(self.model_dump(mode="json"))
+        return data
 
     def secret_values(self) -> list[str]:
         """Every value the redaction hides, and the passwords inside JAAS configs: error texts are

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("coordinator_mirror")
 
 QUERY_NAME = "coordinator_mirror"
+
+
+class OutputTopicError(RuntimeError):
+    """An output topic could not be checked or created; names the topic and its setting."""
+
+
+def _kafka_words(exc: BaseException) -> str:
+    """``Class: message`` of the innermost Kafka exception in a (py4j) error text."""
+    found = re.findall(r"org\.apache\.kafka\.common\.errors\.(\w+: [^\n]*)", str(exc))
+    return found[-1].strip() if found else str(exc).splitlines()[0]
 
 
 def observed_columns() -> list[Any]:
@@ -145,8 +156,19 @@ class Mirror:
             return
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
-        for topic, compacted in ((s.events_topic, False), (s.offsets_topic, True)):
-            if topic and ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted):
+        for name, topic, compacted in (
+            ("events_topic", s.events_topic, False),
+            ("offsets_topic", s.offsets_topic, True),
+        ):
+            if not topic:
+                continue
+            try:
+                created = ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted)
+            except Exception as exc:
+                # Kafka's own words, then which topic and setting: its message names neither when
+                # a missing topic cannot be created (e.g. no Write and no Create ACL)
+                raise OutputTopicError(f"{_kafka_words(exc)} (output topic {topic}, setting {name})") from exc
+            if created:
                 log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
 
     def _recover_store(self) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming.app.mirror import Mirror
 from streaming.app.security_errors import classify_security
+from streaming.serving.api import AuthError
 from streaming.settings import Settings, SettingsError, load_settings
 
 log = logging.getLogger("coordinator_mirror")
@@ -143,6 +144,9 @@ def serve(
     try:
         try:
             mirror.start()
+        except AuthError as exc:  # the HTTP endpoint's credentials or TLS files
+            print(f"coordinator-mirror: invalid settings: {exc}", file=sys.stderr)
+            return 2
         except Exception as exc:
             found = classify_security(exc, secrets=settings.secret_values())
             if found is None:

@@ -485,7 +485,8 @@ def openmetrics_exposition(mirror: Any) -> tuple[bytes, str]:
     prometheus_client's encoder over `registry_for`: the same series, several times slower."""
     from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-    return generate_latest(registry_for(mirror)), CONTENT_TYPE_LATEST
+    body: bytes = generate_latest(registry_for(mirror))  # type: ignore[no-untyped-call]
+    return body, CONTENT_TYPE_LATEST
 
 
 def exposition(mirror: Any) -> tuple[bytes, str]:

@@ -25,6 +25,7 @@ class Acl:
     resource: str  # Topic | Group | Cluster
     name: str
     operation: str  # Read | Write | Describe | Create ...
+    prefixed: bool = False  # a PREFIXED resource pattern (README: "Group (prefixed)")
 
     def label(self) -> str:
         return f"{self.resource}:{self.name}:{self.operation}"
@@ -41,7 +42,8 @@ def readme_acls(events_topic: str, offsets_topic: str) -> list[Acl]:
         if len(cells) < 4 or cells[0] in ("resource", "") or set(cells[0]) <= {"-"}:
             continue
         name = cells[1].replace("<events_topic>", events_topic).replace("<offsets_topic>", offsets_topic)
-        acls.append(Acl(cells[0], name, cells[2]))
+        resource, _, pattern = cells[0].partition(" (")
+        acls.append(Acl(resource, name, cells[2], prefixed=pattern.startswith("prefixed")))
     return acls
 
 
@@ -85,7 +87,7 @@ class Security:
                 AclBinding(
                     rtype,
                     name,
-                    ResourcePatternType.LITERAL,
+                    ResourcePatternType.PREFIXED if acl.prefixed else ResourcePatternType.LITERAL,
                     f"User:{principal}",
                     "*",
                     AclOperation[re.sub(r"(?<!^)(?=[A-Z])", "_", acl.operation).upper()],

@@ -89,8 +89,8 @@ def test_readme_lists_the_acls(outputs: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("listener", ["SASL_SSL", "SSL"])
 def test_mirror_runs_with_exactly_the_readme_acls(
-    listener: str, kafka: Any, spark: Any, scenarios: Any, security: Security, outputs: tuple[str, str],
-    tmp_path: Path,
+    listener: str, *, kafka: Any, spark: Any, scenarios: Any, security: Security,
+    outputs: tuple[str, str], tmp_path: Path,
 ) -> None:  # fmt: skip
     user = f"mirror-{listener.lower().replace('_', '')}-{uuid.uuid4().hex[:6]}"
     if listener == "SASL_SSL":
@@ -108,13 +108,13 @@ def test_mirror_runs_with_exactly_the_readme_acls(
     assert all(after[t] > before[t] for t in outputs), (before, after)
 
 
-@pytest.mark.parametrize("missing", range(3))
+@pytest.mark.parametrize("missing", range(4))
 def test_each_readme_acl_is_needed(
-    missing: int, kafka: Any, spark: Any, security: Security, outputs: tuple[str, str], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    missing: int, *, kafka: Any, spark: Any, security: Security, outputs: tuple[str, str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     acls = readme_acls(*outputs)
-    assert len(acls) == 3, "one case per README ACL: update the parametrisation"
+    assert len(acls) == 4, "one case per README ACL: update the parametrisation"
     dropped = acls[missing]
     user = f"mirror-less-{missing}-{uuid.uuid4().hex[:6]}"
     security.scram_user(user, PASSWORD)
@@ -191,7 +191,7 @@ def _capture(kafka: Any, tmp: Path, listener: str, options: dict[str, str]) -> t
 
 @pytest.mark.parametrize("listener", ["SASL_SSL", "SSL"])
 def test_capture_over_secured_listeners(
-    listener: str, kafka: Any, scenarios: Any, security: Security, tmp_path: Path,
+    listener: str, *, kafka: Any, scenarios: Any, security: Security, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     user = f"capture-{listener.lower().replace('_', '')}-{uuid.uuid4().hex[:6]}"
@@ -213,7 +213,7 @@ def test_capture_over_secured_listeners(
     ],
 )
 def test_capture_failures_in_one_line(
-    case: str, exit_code: int, words: str, kafka: Any, security: Security, tmp_path: Path,
+    case: str, exit_code: int, words: str, *, kafka: Any, security: Security, tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     from lab.pki import Pki

@@ -6,6 +6,7 @@ No Spark: the store is filled directly (`tests.test_observability.synthetic` for
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -94,7 +95,7 @@ def test_openapi_describes_exactly_the_routing_table() -> None:
 
 
 def test_openapi_is_served(server: MirrorHTTPServer) -> None:
-    status, headers, body = request(f"{server.url}/openapi.yaml")
+    status, _, body = request(f"{server.url}/openapi.yaml")
     assert status == 200 and yaml.safe_load(body)["openapi"].startswith("3.")
 
 
@@ -145,10 +146,8 @@ def _raw(server: MirrorHTTPServer, data: bytes, timeout_s: float = 10.0) -> tupl
     """Send raw bytes; (status, head, body) -- status 0 when the server closed without answering."""
     host, port = server.server_address
     with socket.create_connection((host, port), timeout=timeout_s) as s:
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             s.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
         chunks = []
         try:
             while True:
@@ -295,10 +294,13 @@ def test_bad_token_files_are_refused(tmp_path: Path, content: str) -> None:
         Credentials.bearer_from_file(f)
 
 
-def test_settings_name_missing_files(tmp_path: Path) -> None:
-    from streaming.settings import SettingsError, load_settings
+def test_missing_files_name_their_setting(tmp_path: Path) -> None:
+    from streaming.serving.api import AuthError, credentials_from
 
-    for name in ("http_auth_token_file", "http_basic_auth_file", "http_tls_cert_file"):
-        extra = {"http_tls_key_file": tmp_path} if name == "http_tls_cert_file" else {}
-        with pytest.raises(SettingsError, match=name):
-            load_settings(bootstrap_servers="x:9092", **{name: tmp_path / "missing"}, **extra)
+    with pytest.raises(AuthError, match="http_auth_token_file"):
+        credentials_from(tmp_path / "missing", None)
+    with pytest.raises(AuthError, match="http_basic_auth_file"):
+        credentials_from(None, tmp_path / "missing")
+    with pytest.raises(AuthError, match="http_tls_cert_file"):
+        MirrorHTTPServer(("127.0.0.1", 0), SnapshotStore(), tls_cert_file=tmp_path / "missing",
+                         tls_key_file=tmp_path / "missing")  # fmt: skip
