@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -107,11 +107,13 @@ class _Baseline(BaseHTTPRequestHandler):
 
 
 def _scrape(url: str, gzip: bool) -> tuple[float, int]:
-    headers = {"Accept-Encoding": "gzip"} if gzip else {}
-    t0 = time.perf_counter()
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=600) as resp:
-        n = len(resp.read())
-    return time.perf_counter() - t0, n
+    """One GET by curl, a separate process like Prometheus (a client thread in this process would
+    contend for the GIL with the server's threads and measure that instead): (seconds, bytes)."""
+    argv = ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total} %{size_download}", url]
+    if gzip:
+        argv[1:1] = ["-H", "Accept-Encoding: gzip"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True).stdout.split()
+    return float(out[0]), int(out[1])
 
 
 def http_scrapes(mirror: Any, rounds: int) -> None:

@@ -304,3 +304,20 @@ def test_missing_files_name_their_setting(tmp_path: Path) -> None:
     with pytest.raises(AuthError, match="http_tls_cert_file"):
         MirrorHTTPServer(("127.0.0.1", 0), SnapshotStore(), tls_cert_file=tmp_path / "missing",
                          tls_key_file=tmp_path / "missing")  # fmt: skip
+
+
+def test_large_bodies_arrive_whole() -> None:
+    """Bodies over STREAM_CHUNK_BYTES go out in slices: every byte arrives, HEAD sends none."""
+    from streaming.serving.api import STREAM_CHUNK_BYTES
+
+    body = bytes(range(256)) * (3 * STREAM_CHUNK_BYTES // 256 + 7)
+    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), metrics=lambda: (body, "text/plain")).start()
+    try:
+        status, headers, got = request(f"{srv.url}/metrics")
+        assert status == 200 and got == body and int(headers["Content-Length"]) == len(body)
+        status, headers, got = request(f"{srv.url}/metrics", method="HEAD")
+        assert status == 200 and got == b"" and int(headers["Content-Length"]) == len(body)
+        zipped = request(f"{srv.url}/metrics", headers={"Accept-Encoding": "gzip"})[2]
+        assert gzip.decompress(zipped) == body
+    finally:
+        srv.stop()
