@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ from streaming.pipeline.recovery import recover_snapshots
 from streaming.pipeline.session import build_session
 from streaming.pipeline.sinks import MirrorSink
 from streaming.pipeline.source import read_source
-from streaming.serving.metrics import exposition
+from streaming.serving.api import MirrorHTTPServer, credentials_from
+from streaming.serving.metrics import exposition, openmetrics_exposition
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
@@ -45,6 +47,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("coordinator_mirror")
 
 QUERY_NAME = "coordinator_mirror"
+
+
+class OutputTopicError(RuntimeError):
+    """An output topic could not be checked or created; names the topic and its setting."""
+
+
+def _kafka_words(exc: BaseException) -> str:
+    """``Class: message`` of the innermost Kafka exception in a (py4j) error text."""
+    found = re.findall(r"org\.apache\.kafka\.common\.errors\.(\w+: [^\n]*)", str(exc))
+    return found[-1].strip() if found else str(exc).splitlines()[0]
 
 
 def observed_columns() -> list[Any]:
@@ -107,10 +119,17 @@ class Mirror:
         )
         self._progress_thread.start()
         if self.serve_http:
-            from streaming.serving.api import MirrorHTTPServer
-
             self.http = MirrorHTTPServer(
-                (s.http_host, s.http_port), self.store, metrics=self.metrics_exposition, health=self.health
+                (s.http_host, s.http_port),
+                self.store,
+                metrics=self.metrics_exposition,
+                health=self.health,
+                openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
+                credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
+                open_probes=s.http_open_probes,
+                tls_cert_file=s.http_tls_cert_file,
+                tls_key_file=s.http_tls_key_file,
+                idle_timeout_s=s.http_idle_timeout_s,
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
@@ -138,8 +157,19 @@ class Mirror:
             return
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
-        for topic, compacted in ((s.events_topic, False), (s.offsets_topic, True)):
-            if topic and ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted):
+        for name, topic, compacted in (
+            ("events_topic", s.events_topic, False),
+            ("offsets_topic", s.offsets_topic, True),
+        ):
+            if not topic:
+                continue
+            try:
+                created = ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted)
+            except Exception as exc:
+                # Kafka's own words, then which topic and setting: its message names neither when
+                # a missing topic cannot be created (e.g. no Write and no Create ACL)
+                raise OutputTopicError(f"{_kafka_words(exc)} (output topic {topic}, setting {name})") from exc
+            if created:
                 log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
 
     def _recover_store(self) -> int:
@@ -259,6 +289,9 @@ class Mirror:
 
     def metrics_exposition(self) -> tuple[bytes, str]:
         return exposition(self)
+
+    def openmetrics_exposition(self) -> tuple[bytes, str]:
+        return openmetrics_exposition(self)
 
     def wait_ready(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

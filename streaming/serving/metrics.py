@@ -45,6 +45,7 @@ from state.expiry import all_deadlines
 from state.model import Group
 from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
+    BY_NAME,
     EXPIRY_WINDOWS,
     GROUP_COUNTERS,
     GROUP_METRICS,
@@ -522,6 +523,29 @@ def metrics_for(mirror: Any) -> MirrorMetrics:
         m = MirrorMetrics(mirror)
         mirror._metrics = m
     return m
+
+
+OPENMETRICS_CONTENT_TYPE: Final = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#: "# HELP x_total" / "# TYPE x_total counter": OpenMetrics names a counter family without _total
+_COUNTER_HEADER: Final = re.compile(rb"^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)_total\b", re.MULTILINE)
+
+
+def to_openmetrics(text: bytes) -> bytes:
+    """The text format (0.0.4) as OpenMetrics 1.0: for the series of this catalogue the two differ
+    only in the counter families' names (without ``_total`` in HELP and TYPE; samples keep it) and
+    the closing ``# EOF``."""
+    counters = {m.name.encode() for m in BY_NAME.values() if m.type == "counter"}
+
+    def family(match: re.Match[bytes]) -> bytes:
+        name = match.group(2) + b"_total"
+        return b"# %s %s" % (match.group(1), match.group(2) if name in counters else name)
+
+    return _COUNTER_HEADER.sub(family, text) + b"# EOF\n"
+
+
+def openmetrics_exposition(mirror: Any) -> tuple[bytes, str]:
+    """``(body, content type)`` in OpenMetrics 1.0, for scrapers that ask for it."""
+    return to_openmetrics(metrics_for(mirror).exposition()), OPENMETRICS_CONTENT_TYPE
 
 
 def exposition(mirror: Any) -> tuple[bytes, str]:

@@ -19,13 +19,14 @@ from tests.test_observability.synthetic import RENDERER, empty_classic, stable_c
 from tests.test_state.builders import HOUR
 
 
-def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def _get(url: str, method: str = "GET") -> tuple[int, Any, bytes]:
+    """(status, headers -- case-insensitive, as HTTP's are --, body)."""
     req = urllib.request.Request(url, method=method)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), resp.read()
+            return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
+        return err.code, err.headers, err.read()
 
 
 def state_bytes(group_id: str, state: str = "Stable") -> bytes:
