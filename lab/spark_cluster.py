@@ -153,7 +153,8 @@ class StandaloneCluster:
                 # would export it; without it: "Cannot find any build directories")
                 "SPARK_SCALA_VERSION": scala_version(self.home),
                 # executors find the JVM through JAVA_HOME (the launcher's buildJavaCommand)
-                "JAVA_HOME": env.get("JAVA_HOME") or str(Path(shutil.which("java") or "java").resolve().parents[1]),
+                "JAVA_HOME": env.get("JAVA_HOME")
+                or str(Path(shutil.which("java") or "java").resolve().parents[1]),
             }
         )
         return env
@@ -255,7 +256,8 @@ class StandaloneCluster:
             if time.monotonic() > deadline:
                 assert self.master is not None
                 raise ClusterStartError(
-                    f"{len(self.workers)} workers not registered after {timeout_s}s:\n{self._tail(self.master)}"
+                    f"{len(self.workers)} workers not registered after {timeout_s}s:\n"
+                    + self._tail(self.master)
                 )
             time.sleep(0.3)
 
