@@ -111,6 +111,11 @@ class Churn:
         }
         self.members: list[Any] = []
         self.stop = threading.Event()
+        #: cleared while the broker restarts: librdkafka 2.16's AdminClient aborted the process
+        #: (rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed) when its
+        #: pending requests timed out against a broker that was down
+        self.admin_allowed = threading.Event()
+        self.admin_allowed.set()
         self.threads = [
             threading.Thread(target=self._commits, name="commits", daemon=True),
             threading.Thread(target=self._deletes, name="deletes", daemon=True),
@@ -131,6 +136,10 @@ class Churn:
         for i in itertools.count():
             if self.stop.is_set():
                 break
+            if not self.admin_allowed.is_set():
+                self._settle(pending)
+                self.admin_allowed.wait()
+                next_at = time.monotonic()
             g = self.groups[i % len(self.groups)]
             topic = self.topics[i % len(self.topics)]
             base = self.next_offset.get(g, 0) + random.randint(1, 50)
@@ -162,6 +171,8 @@ class Churn:
 
     def _deletes(self) -> None:
         while not self.stop.wait(60.0 / max(self.args.deletes_per_minute, 1e-9)):
+            if not self.admin_allowed.is_set():
+                continue
             g = random.choice(self.groups)
             try:
                 for fut in self.admin.delete_consumer_groups([g], request_timeout=30).values():
@@ -413,7 +424,12 @@ def main() -> int:
                 kind = next(fault_cycle)
                 at = round(time.monotonic() - T0)
                 if kind == "broker":
-                    down = restart_broker(broker)
+                    churn.admin_allowed.clear()
+                    time.sleep(2.0)  # the admin requests in flight settle before the broker goes
+                    try:
+                        down = restart_broker(broker)
+                    finally:
+                        churn.admin_allowed.set()
                     what = f"broker restarted on its data directory ({down:.1f}s down)"
                 elif kind == "mirror":
                     mirror.kill()
