@@ -284,8 +284,16 @@ def commit_records(log: Mapping[str, Sequence[Any]]) -> dict[str, int]:
 
 
 def event_id(body: Mapping[str, Any]) -> str:
-    """The adapter's deterministic id (streaming.pipeline.adapter): group/type/partition/offset."""
+    """The adapter's id (streaming.pipeline.adapter): group/type/partition/offset.  Not unique: one
+    record can cause several events of one type (a classic GroupMetadata record moving partitions
+    between two members gives two ``assignment_changed`` at one position), so the audit compares
+    whole events and only reports how often the id collides."""
     return f"{body['group_id']}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+
+
+def canonical(body: Mapping[str, Any]) -> str:
+    """An event's identity for the audit: its whole JSON, keys sorted."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
 def _is_aggregate(event_type: str) -> bool:
@@ -295,15 +303,18 @@ def _is_aggregate(event_type: str) -> bool:
     return bool(cls is not None and cls.AGGREGATE)
 
 
-def reference_events(log: Mapping[str, Sequence[Any]]) -> tuple[set[str], dict[tuple[str, str], int]]:
-    """What one uninterrupted fold of the whole log emits: the ids of its discrete, log-positioned
-    events, and per (group, type) the summed ``count`` of its positioned aggregate events
-    (``offsets_committed``, ``offsets_deleted``, broker-confirmed ``offsets_expired``).  Both are
-    independent of micro-batch boundaries; the aggregate events themselves are not (one per fold
-    call), and neither are the events of the mirror's own clock (no log position)."""
+def reference_events(
+    log: Mapping[str, Sequence[Any]],
+) -> tuple[collections.Counter[str], dict[tuple[str, str], int]]:
+    """What one uninterrupted fold of the whole log emits: its discrete, log-positioned events
+    (canonical JSON, with multiplicity), and per (group, type) the summed ``count`` of its
+    positioned aggregate events (``offsets_committed``, ``offsets_deleted``, broker-confirmed
+    ``offsets_expired``).  Both are independent of micro-batch boundaries; the aggregate events
+    themselves are not (one per fold call), and neither are the events of the mirror's own clock
+    (no log position)."""
     from state.replay import fold
 
-    ids: set[str] = set()
+    discrete: collections.Counter[str] = collections.Counter()
     counts: dict[tuple[str, str], int] = collections.defaultdict(int)
     for recs in log.values():
         for ev in fold(None, list(recs)).events:
@@ -313,8 +324,8 @@ def reference_events(log: Mapping[str, Sequence[Any]]) -> tuple[set[str], dict[t
             if ev.AGGREGATE:
                 counts[(ev.group_id, ev.TYPE)] += int(body.get("count") or 0)
             else:
-                ids.add(event_id(body))
-    return ids, dict(counts)
+                discrete[canonical(body)] += 1
+    return discrete, dict(counts)
 
 
 def read_events(events_dir: Path) -> list[dict[str, Any]]:
@@ -331,14 +342,19 @@ def read_events(events_dir: Path) -> list[dict[str, Any]]:
 class EventAudit:
     events: int = 0
     discrete_expected: int = 0
+    #: canonical JSON of discrete events the reference has and the mirror does not (or fewer times)
     discrete_lost: list[str] = field(default_factory=list)
+    #: ... the mirror has and the reference does not
     discrete_unexpected: list[str] = field(default_factory=list)
+    #: ... the mirror has more often than the reference (a replayed batch writing twice)
     duplicated: list[str] = field(default_factory=list)
     #: offset-commit records in the log / what the mirror's offsets_committed events count
     commits_expected: int = 0
     commits_counted: int = 0
     #: (group, aggregate type) whose summed counts differ from the reference: (expected, got)
     aggregate_mismatches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: distinct events sharing one adapter event id (group/type/partition/offset)
+    id_collisions: int = 0
 
     @property
     def clean(self) -> bool:
@@ -360,6 +376,7 @@ class EventAudit:
             "commits_expected": self.commits_expected,
             "commits_counted": self.commits_counted,
             "aggregate_mismatches": len(self.aggregate_mismatches),
+            "event_id_collisions": self.id_collisions,
         }
 
 
@@ -372,27 +389,28 @@ def audit_events(
     wanted = set(groups) if groups is not None else None
     sub = {g: r for g, r in log.items() if wanted is None or g in wanted}
     expected, expected_counts = reference_events(sub)
-    seen: collections.Counter[str] = collections.Counter()
+    got: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
-    discrete: set[str] = set()
+    ids: dict[str, set[str]] = collections.defaultdict(set)
     audit = EventAudit()
     for ev in events:
         gid = str(ev["group_id"])
         if wanted is not None and gid not in wanted:
             continue
         audit.events += 1
-        eid = event_id(ev)
-        seen[eid] += 1
         if ev.get("source_offset") is None:
             continue  # the mirror's own clock (expiry): no log position to compare
         if _is_aggregate(str(ev.get("type"))):
             counts[(gid, str(ev.get("type")))] += int(ev.get("count") or 0)
         else:
-            discrete.add(eid)
-    audit.duplicated = sorted(e for e, n in seen.items() if n > 1)
-    audit.discrete_expected = len(expected)
-    audit.discrete_lost = sorted(expected - discrete)
-    audit.discrete_unexpected = sorted(discrete - expected)
+            body = canonical(ev)
+            got[body] += 1
+            ids[event_id(ev)].add(body)
+    audit.discrete_expected = sum(expected.values())
+    audit.discrete_lost = sorted((expected - got).elements())
+    audit.discrete_unexpected = sorted(b for b in got if b not in expected)
+    audit.duplicated = sorted(b for b, n in got.items() if b in expected and n > expected[b])
+    audit.id_collisions = sum(len(bodies) - 1 for bodies in ids.values())
     audit.aggregate_mismatches = {
         k: (expected_counts.get(k, 0), counts.get(k, 0))
         for k in expected_counts.keys() | counts.keys()
