@@ -275,9 +275,10 @@ def memory_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------- faults
 def fault_executor(cluster: Any, mirror: Any, wait_s: float = 30.0) -> str:
     deadline = time.monotonic() + wait_s
-    app = mirror.app_id()
+    app = None
     while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # Spark's REST API is slow under load: ask again
+            app = app or mirror.app_id()
             busy = [e for e in mirror.executors() if e["id"] != "driver" and e["activeTasks"] > 0]
             pids = cluster.executor_pids(app)
             for e in busy:
@@ -285,6 +286,8 @@ def fault_executor(cluster: Any, mirror: Any, wait_s: float = 30.0) -> str:
                     pid = cluster.kill_executor(str(e["id"]), app)
                     return f"executor {e['id']} (pid {pid}) killed while running a task"
         time.sleep(0.1)
+    if app is None:  # the master knows the running application too
+        app = next((a["id"] for a in cluster.state().get("activeapps", [])), None)
     pids = cluster.executor_pids(app)
     if not pids:
         return "no executor to kill"
@@ -436,7 +439,10 @@ def main() -> int:
                     mirror.start()
                     what = "mirror driver killed (-9) and restarted on its checkpoint"
                 else:
-                    what = fault_executor(cluster, mirror)
+                    try:
+                        what = fault_executor(cluster, mirror)
+                    except Exception as exc:  # report and go on: the soak is about the mirror
+                        what = f"executor fault failed: {type(exc).__name__}: {exc}"
                 log(f"FAULT {kind}: {what}")
                 took = recovered(mirror)
                 log(f"  recovered in {took:.0f}s" if took is not None else "  NOT recovered")

@@ -227,7 +227,7 @@ class MirrorProcess:
 
     # -- Spark's REST API (spark.ui.port) -------------------------------------------------------
     def spark_api(self, path: str) -> Any:
-        status, body = http_get(f"http://127.0.0.1:{self.ui_port}/api/v1{path}", 10)
+        status, body = http_get(f"http://127.0.0.1:{self.ui_port}/api/v1{path}", 30)
         if status != 200:
             raise RuntimeError(f"Spark REST {path}: {status} {body}")
         return body
