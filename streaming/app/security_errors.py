@@ -91,7 +91,8 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|[A-Za-z]+ authorization failed",
         EXIT_AUTHORIZATION,
         "Kafka refused an operation: the mirror's principal lacks an ACL ({detail}). Grant the ACLs "
-        "listed in README, section Security (Topic __consumer_offsets: Read; the output topics: Write).",
+        "listed in README, section Security (Topic __consumer_offsets: Read; Group prefix "
+        "spark-kafka-source-: Read; the output topics: Write).",
     ),
 )
 

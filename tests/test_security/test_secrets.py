@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_security.conftest import Acl, Security
+from tests.test_security.conftest import Acl, Security, readme_acls
 
 MIRROR_PASSWORD = "Src-Pass-2b8e41"
 WRITER_PASSWORD = "Out-Pass-9c7d03"
@@ -113,7 +113,8 @@ def test_run_process_prints_no_secret(kafka: Any, scenarios: Any, security: Secu
     security.scram_user(mirror_user, MIRROR_PASSWORD)
     security.scram_user(writer_user, WRITER_PASSWORD)
     security.create_topic(events)
-    security.grant(mirror_user, [Acl("Topic", "__consumer_offsets", "Read")])
+    # the README's rows for reading (the writer user holds the events topic's)
+    security.grant(mirror_user, [a for a in readme_acls(events, events) if a.operation == "Read"])
     security.grant(writer_user, [Acl("Topic", events, "Write")])
 
     work = tmp_path / "work"
