@@ -141,9 +141,14 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
         )
     if value is None:
         return RawRecord(source, rt, key_raw, None, None, key_bytes=key, value_bytes=None)
+    return _decode_value(_Ctx(source, rt, key_raw, key, value))
 
+
+def _decode_value(ctx: _Ctx) -> RawRecord | DecodeError:
+    """The value half: its version, then the newest layout of that version that fits exactly."""
+    source, rt, key_raw, key, value = ctx.source, ctx.rt, ctx.key_raw, ctx.key, ctx.value
+    k = rt.k
     family = rt.value
-    ctx = _Ctx(source, rt, key_raw, key, value)
     if len(value) < 2:
         return _value_error(
             ctx,

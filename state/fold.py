@@ -93,91 +93,113 @@ class _GroupIdKey:
         self.group_id = group_id
 
 
+class _Run:
+    """Rows [lo, hi) of a group's column lists -- all offset commits (values or tombstones), their
+    positions already filtered -- as slices (no copy when the run is the whole batch)."""
+
+    __slots__ = ("cols", "counts", "hi", "lo", "parts", "so", "sp", "tomb", "tomb_counts", "topics", "whole")
+
+    def __init__(self, cols: dict[str, list[Any]], lo: int, hi: int) -> None:
+        self.cols, self.lo, self.hi = cols, lo, hi
+        self.whole = lo == 0 and hi == len(cols["source_offset"])
+        self.topics = self.col("topic")
+        self.parts = self.col("partition_num")
+        self.tomb = self.col("is_tombstone")
+        self.sp = self.col("source_partition")
+        self.so = self.col("source_offset")
+        self.counts = self.col("n_commits") if "n_commits" in cols else None
+        self.tomb_counts = self.col("n_tombstones") if "n_tombstones" in cols else None
+
+    def col(self, name: str) -> list[Any]:
+        c = self.cols[name]
+        return c if self.whole else c[self.lo : self.hi]
+
+    def records_at(self, i: int) -> int:
+        """How many log records row ``i`` stands for (collapsed rows stand for several)."""
+        if self.counts is None or self.tomb_counts is None:
+            return 1
+        c, t = self.counts[i] or 0, self.tomb_counts[i] or 0
+        return max(1, c + t)
+
+    def commits(self) -> int:
+        n, counts = self.hi - self.lo, self.counts
+        if counts is None:
+            return n
+        if None in counts:
+            return sum(1 if c is None else c for c in counts)
+        return sum(counts)
+
+    def records(self) -> int:
+        n, counts, tomb_counts = self.hi - self.lo, self.counts, self.tomb_counts
+        if counts is None or tomb_counts is None:
+            return n
+        if None in counts or None in tomb_counts:
+            return sum(map(self.records_at, range(n)))
+        # max(1, commits + tombstones) per row, without a Python frame per row
+        return sum(map(max, repeat(1, n), map(add, counts, tomb_counts)))
+
+
 def _apply_commit_run(
     g: Group | None, cols: dict[str, list[Any]], lo: int, hi: int, ctx: FoldContext
 ) -> Group | None:
     """Apply rows [lo, hi) -- all offset commits (values or tombstones), positions already filtered."""
-    whole = lo == 0 and hi == len(cols["source_offset"])
+    run = _Run(cols, lo, hi)
+    if (g is None or not g.pending) and True not in run.tomb:
+        return _apply_commits_bulk(g, run, ctx)
+    return _apply_commits_each(g, run, ctx)
 
-    def col(name: str) -> list[Any]:
-        c = cols[name]
-        return c if whole else c[lo:hi]
 
-    topics = col("topic")
-    parts = col("partition_num")
-    tomb = col("is_tombstone")
-    sp = col("source_partition")
-    so = col("source_offset")
-    counts = col("n_commits") if "n_commits" in cols else None
-    tomb_counts = col("n_tombstones") if "n_tombstones" in cols else None
+def _apply_commits_bulk(g: Group | None, run: _Run, ctx: FoldContext) -> Group:
+    """The hot path -- only commit values, nothing pending: no Python loop, dict.update over
+    zipped columns runs in C."""
+    cols, lo, hi, col = run.cols, run.lo, run.hi, run.col
+    if g is None:
+        g = Group(cols["group_id"][lo])
+    if g.kind is None:
+        create_simple(g, (run.sp[0], run.so[0], cols["source_timestamp_ms"][lo]), ctx)
+    tids = col("topic_id")
+    keys = list(zip(run.topics, run.parts, strict=True))
+    entries = zip(
+        col("committed_offset"),
+        col("leader_epoch"),
+        col("metadata"),
+        col("commit_timestamp_ms"),
+        col("expire_timestamp_ms"),
+        tids,
+        run.sp,
+        run.so,
+        strict=True,
+    )
+    g.offsets.update(zip(keys, entries, strict=True))
+    if tids.count(None) != hi - lo:
+        g.topic_names.update({tid: t for tid, t in zip(tids, run.topics, strict=True) if tid is not None})
+    committed = run.commits()
+    ctx.commits += committed
+    g.counters["commits"] += committed
+    ctx.committed.update(keys)
+    ctx.commit_topics.update(run.topics)
+    last = (run.sp[-1], run.so[-1], cols["source_timestamp_ms"][hi - 1])
+    ctx.last_src["commit"] = last
+    g.counters["records"] += run.records()
+    g.last_position = (last[0], last[1])
+    g.last_change_ms = last[2]
+    return g
 
-    def records_at(i: int) -> int:
-        """How many log records row ``i`` stands for (collapsed rows stand for several)."""
-        if counts is None or tomb_counts is None:
-            return 1
-        c, t = counts[i] or 0, tomb_counts[i] or 0
-        return max(1, c + t)
 
-    if (g is None or not g.pending) and True not in tomb:
-        if g is None:
-            g = Group(cols["group_id"][lo])
-        if g.kind is None:
-            create_simple(g, (sp[0], so[0], cols["source_timestamp_ms"][lo]), ctx)
-        # The hot path: no Python loop -- dict.update over zipped columns runs in C.
-        tids = col("topic_id")
-        keys = list(zip(topics, parts, strict=True))
-        g.offsets.update(
-            zip(
-                keys,
-                zip(
-                    col("committed_offset"),
-                    col("leader_epoch"),
-                    col("metadata"),
-                    col("commit_timestamp_ms"),
-                    col("expire_timestamp_ms"),
-                    tids,
-                    sp,
-                    so,
-                    strict=True,
-                ),
-                strict=True,
-            )
-        )
-        n = hi - lo
-        if tids.count(None) != n:
-            g.topic_names.update({tid: t for tid, t in zip(tids, topics, strict=True) if tid is not None})
-        if counts is None:
-            committed = n
-        elif None in counts:
-            committed = sum(1 if c is None else c for c in counts)
-        else:
-            committed = sum(counts)
-        ctx.commits += committed
-        g.counters["commits"] += committed
-        ctx.committed.update(keys)
-        ctx.commit_topics.update(topics)
-        last = (sp[-1], so[-1], cols["source_timestamp_ms"][hi - 1])
-        ctx.last_src["commit"] = last
-        if counts is None or tomb_counts is None:
-            g.counters["records"] += n
-        elif None in counts or None in tomb_counts:
-            g.counters["records"] += sum(map(records_at, range(n)))
-        else:  # max(1, commits + tombstones) per row, without a Python frame per row
-            g.counters["records"] += sum(map(max, repeat(1, n), map(add, counts, tomb_counts)))
-        g.last_position = (last[0], last[1])
-        g.last_change_ms = last[2]
-        return g
+def _apply_commits_each(g: Group | None, run: _Run, ctx: FoldContext) -> Group | None:
+    """Row by row: tombstones, or a group with expiries pending the broker's confirmation."""
+    col, counts, topics, parts, sp, so = run.col, run.counts, run.topics, run.parts, run.sp, run.so
     offs, les, mds = col("committed_offset"), col("leader_epoch"), col("metadata")
     cts, ets, tids = col("commit_timestamp_ms"), col("expire_timestamp_ms"), col("topic_id")
     st = col("source_timestamp_ms")
-    for i in range(hi - lo):
+    for i in range(run.hi - run.lo):
         src = (sp[i], so[i], st[i])
         if g is None:
-            g = Group(cols["group_id"][lo + i])
+            g = Group(run.cols["group_id"][run.lo + i])
         if g.pending:
             check_pending(g, src[2], ctx.config, ctx.events, (src[0], src[1]))
         tp = (topics[i], parts[i])
-        if tomb[i]:
+        if run.tomb[i]:
             apply_offset_tombstone(g, tp, src, ctx)
         else:
             entry: OffsetEntry = (offs[i], les[i], mds[i], cts[i], ets[i], tids[i], src[0], src[1])
@@ -190,7 +212,7 @@ def _apply_commit_run(
         if g.kind is None and not g.offsets and not g.pending:
             g = None  # as apply_record: nothing left for this id
             continue
-        g.counters["records"] += records_at(i)
+        g.counters["records"] += run.records_at(i)
         g.last_position = (src[0], src[1])
         g.last_change_ms = src[2]
     return g
