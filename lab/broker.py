@@ -264,26 +264,6 @@ class LocalKafka:
             "ssl.keystore.password": pair.password,
         }
 
-    def librdkafka_options(self, listener: str, user: str, password: str = "") -> dict[str, str]:
-        """The same as `client_options` in librdkafka's names (``coordinator-mirror capture``)."""
-        assert self.pki is not None
-        common = {"ssl.ca.location": str(self.pki.ca_cert)}
-        if listener == "SASL_SSL":
-            return {
-                **common,
-                "security.protocol": "SASL_SSL",
-                "sasl.mechanism": SCRAM_MECHANISM,
-                "sasl.username": user,
-                "sasl.password": password,
-            }
-        pair = self.client_cert(user)
-        return {
-            **common,
-            "security.protocol": "SSL",
-            "ssl.certificate.location": str(pair.cert_pem),
-            "ssl.key.location": str(pair.key_pem),
-        }
-
     def client_cert(self, user: str) -> KeyPair:
         """``user``'s client certificate from the broker's CA (made once)."""
         assert self.pki is not None

@@ -13,7 +13,7 @@ from streaming.app.run_cmd import kv_pair
 from streaming.app.security_errors import StartupError, classify_security, classify_text
 from streaming.cluster.client_config import ClientOptionError, librdkafka_config
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
-from streaming.settings import is_secret
+from streaming.settings import SettingsError, is_secret, load_settings
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -178,6 +178,7 @@ def register(
         "tombstones).  The suffix picks the encoding: .jsonl, .jsonl.gz or .parquet.",
     )
     # the same flag names and (Java-style) client option names as `run`
+    p.add_argument("--config", metavar="FILE", help="settings file: its kafka_options apply (as for run)")
     p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,HOST:PORT...]")
     p.add_argument("--out", required=True, metavar="FILE")
     p.add_argument(
@@ -205,7 +206,14 @@ def register(
 
 
 def _run(args: argparse.Namespace) -> int:
-    options = dict(args.kafka_options)
+    try:
+        # flags win over CM_KAFKA_OPTIONS__* and the settings file, as for `run`: secrets need not
+        # be flags (which `ps` shows)
+        base = load_settings(args.config, bootstrap_servers=args.bootstrap_servers).kafka_options
+    except SettingsError as exc:
+        print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
+        return 2
+    options = {**base, **dict(args.kafka_options)}
     secrets = [v for k, v in options.items() if is_secret(k)]
     try:
         client_config = librdkafka_config(options)

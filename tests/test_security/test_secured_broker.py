@@ -183,9 +183,9 @@ def _capture(kafka: Any, tmp: Path, listener: str, options: dict[str, str]) -> t
 
     out = tmp / f"capture-{uuid.uuid4().hex[:6]}.jsonl"
     bootstrap = kafka.sasl_bootstrap if listener == "SASL_SSL" else kafka.ssl_bootstrap
-    argv = ["capture", "--bootstrap-server", bootstrap, "--out", str(out), "--timeout", "30"]
-    for k, v in options.items():
-        argv += ["--kafka-option", f"{k}={v}"]
+    argv = ["capture", "--bootstrap-servers", bootstrap, "--out", str(out), "--timeout", "30"]
+    for k, v in options.items():  # the same Java-style options as `run`
+        argv += ["--kafka-options", f"{k}={v}"]
     return main(argv), "", out
 
 
@@ -198,7 +198,7 @@ def test_capture_over_secured_listeners(
     if listener == "SASL_SSL":
         security.scram_user(user, PASSWORD)
     security.grant(user, CAPTURE_ACLS)
-    code, _, out = _capture(kafka, tmp_path, listener, kafka.librdkafka_options(listener, user, PASSWORD))
+    code, _, out = _capture(kafka, tmp_path, listener, kafka.client_options(listener, user, PASSWORD))
     assert code == 0, capsys.readouterr().err
     assert sum(1 for _ in out.open()) > 100
 
@@ -221,16 +221,23 @@ def test_capture_failures_in_one_line(
     user = f"capture-bad-{uuid.uuid4().hex[:6]}"
     security.scram_user(user, PASSWORD)
     listener = "SSL" if case == "untrusted client" else "SASL_SSL"
-    options = kafka.librdkafka_options(listener, user, PASSWORD)
     secret = PASSWORD
     if case == "wrong password":
-        secret = options["sasl.password"] = "Capture-Wrong-5e1"
-    elif case == "untrusted broker":
-        options["ssl.ca.location"] = str(Pki(tmp_path / "other", "other-ca").ca_cert)
+        secret = "Capture-Wrong-5e1"
+        options = kafka.client_options(listener, user, secret)
+    else:
+        options = kafka.client_options(listener, user, PASSWORD)
+    if case == "untrusted broker":
+        options["ssl.truststore.location"] = str(Pki(tmp_path / "other", "other-ca").ca_cert)
     elif case == "untrusted client":
         rogue = Pki(tmp_path / "rogue", "rogue-ca").issue("capture-rogue", "x-pass")
-        options["ssl.certificate.location"] = str(rogue.cert_pem)
-        options["ssl.key.location"] = str(rogue.key_pem)
+        options.update(
+            {
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": str(rogue.keystore),
+                "ssl.keystore.password": rogue.password,
+            }
+        )
     started = time.monotonic()
     code, _, _ = _capture(kafka, tmp_path, listener, options)
     out, err = capfd.readouterr()
