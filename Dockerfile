@@ -18,8 +18,8 @@ ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 
 # -- JVM artifacts from Maven Central: the same resolution as `make jars` ----------------------
 FROM ${MAVEN_IMAGE} AS jars
-ARG SPARK_VERSION=4.0.0
-# The S3A connector's AWS SDK v2 bundle is ~560 MB: build with --build-arg WITH_S3A=false when
+ARG SPARK_VERSION=4.2.0
+# The S3A connector's AWS SDK v2 bundle is ~690 MB: build with --build-arg WITH_S3A=false when
 # checkpoints stay on a volume (deployment mode).
 ARG WITH_S3A=true
 WORKDIR /build
@@ -40,7 +40,7 @@ RUN mvn -q -B -f jvm/spark/pom.xml dependency:copy-dependencies \
 
 # -- The Python environment: the project and pyspark in a virtualenv ----------------------------
 FROM ${PYTHON_IMAGE} AS venv
-ARG SPARK_VERSION=4.0.0
+ARG SPARK_VERSION=4.2.0
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/coordinator-mirror/venv
@@ -53,7 +53,7 @@ RUN /opt/coordinator-mirror/venv/bin/pip install . "pyspark==${SPARK_VERSION}"
 
 # -- Runtime ------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
-ARG SPARK_VERSION=4.0.0
+ARG SPARK_VERSION=4.2.0
 # Java 17 for Spark; tini as PID 1 (signal forwarding, zombie reaping); procps for Spark's scripts.
 # Debian's security updates replace package versions, so they are not pinned (hadolint DL3008).
 # hadolint ignore=DL3008

@@ -13,8 +13,9 @@ PY            := $(VENV)/bin/python
 KAFKA_VERSION     ?= 4.3.1
 KAFKA_OLD_VERSION ?= 3.9.2
 # Must equal a spark-sql-kafka-0-10 release that Maven Central serves with all of its runtime
-# dependencies; 4.0.0 is the newest 4.x for which it serves spark-token-provider-kafka-0-10 too.
-SPARK_VERSION ?= 4.0.0
+# dependencies; 4.2.0 is the newest 4.x for which it serves spark-token-provider-kafka-0-10 too
+# (4.3.0: neither spark-sql-kafka-0-10 nor spark-token-provider-kafka-0-10).
+SPARK_VERSION ?= 4.2.0
 JARS_DIR      ?= jvm/lib
 MVN           ?= mvn -q -B
 PYTEST_ARGS   ?=

@@ -220,8 +220,9 @@ class Mirror:
         """Follow the query's progress (positions, observed decode counts, batch stats).
 
         Polls ``query.lastProgress`` / ``recentProgress`` instead of registering a Python
-        StreamingQueryListener: in PySpark 4.0 a listener added after another was removed from the
-        same session receives no events (seen when a mirror restarts inside one session)."""
+        StreamingQueryListener.  The reason first given -- a listener added after another was
+        removed from the same session receives no events -- did not reproduce in a minimal
+        add/remove/add check on PySpark 4.0.0 or 4.2.0; polling stays as the design."""
         seen = -1
         while not self._stopped.wait(0.2):
             q = self.query

@@ -6,7 +6,7 @@ __consumer_offsets"):
 * Spark's default offset reader (AdminClient based, Spark >= 3.1) drops internal topics when it lists
   partitions, so ``subscribe=__consumer_offsets`` silently reads nothing.  The consumer-based reader
   (``spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true``) lists them.  Verified with
-  spark-sql-kafka 4.0.0 against Kafka 4.3.1: 0 rows with the default, all rows with the flag
+  spark-sql-kafka 4.0.0 and 4.2.0 against Kafka 4.3.1: 0 rows with the default, all rows with the flag
   (tests/test_streaming/test_spark_kafka.py keeps both facts under test).
 * The connector must be the same Spark version as pyspark: connector classes use Spark internals.
 """

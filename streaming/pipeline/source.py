@@ -45,12 +45,13 @@ def kafka_options(settings: Settings, partitions: list[int] | None = None) -> di
         "failOnDataLoss": "true",
         "maxOffsetsPerTrigger": str(settings.max_offsets_per_trigger),
         "includeHeaders": "false",
-        # Spark 4.0's executor reader asks for the partition's offset range (two ListOffsets
+        # Spark's executor reader (4.0 and 4.2) asks for the partition's offset range (two ListOffsets
         # requests) after every poll, and a broker answers a connection's requests in order:
         # they queue behind the consumer's pipelined next fetch, which the broker parks for
         # fetch.max.wait.ms when the reader is at the log end -- the steady state of a live
         # mirror.  At Kafka's default 500 ms every task waited ~0.5 s (a 1,000-record batch over
-        # 50 partitions: 16 s; with 10 ms: 5 s).  Overridable through kafka_options.
+        # 50 partitions: 16 s; with 10 ms: 5 s).  Overridable through kafka_options.  Kept under
+        # test: tests/test_streaming/test_spark_workarounds.py fails once Spark stops waiting.
         "kafka.fetch.max.wait.ms": "10",
     }
     for key, value in settings.kafka_options.items():
@@ -106,10 +107,11 @@ def ticks(spark: SparkSession) -> DataFrame:
     """One row per second, shaped like the records, that the decode step drops (``partition -1``).
 
     Why: a stateful query's processing-time timeouts only fire when a micro-batch runs, and after a
-    restart Spark 4.0 runs no micro-batch at all until a source has new data (whether another
-    batch is needed is not restored from the checkpoint).  On a quiet cluster, offsets would then
-    never expire in the mirror.  A source that always has data keeps batches -- and timeouts --
-    running every trigger."""
+    restart Spark (4.0 and 4.2) runs no micro-batch at all until a source has new data (whether
+    another batch is needed is not restored from the checkpoint).  On a quiet cluster, offsets
+    would then never expire in the mirror.  A source that always has data keeps batches -- and
+    timeouts -- running every trigger.  tests/test_streaming/test_spark_workarounds.py fails once
+    Spark runs batches after such a restart: then this source can go."""
     from pyspark.sql import functions as F
 
     return (

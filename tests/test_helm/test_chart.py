@@ -377,16 +377,16 @@ def test_sparkapplication(helm: Helm) -> None:
     app = r.get("SparkApplication")
     spec = app["spec"]
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
-    assert (spec["type"], spec["mode"], spec["sparkVersion"]) == ("Python", "cluster", "4.0.0")
+    assert (spec["type"], spec["mode"], spec["sparkVersion"]) == ("Python", "cluster", "4.2.0")
     assert spec["mainApplicationFile"] == "local:///opt/coordinator-mirror/main.py"
     assert spec["arguments"] == ["run", "--config", "/etc/coordinator-mirror/config/settings.yaml"]
     assert spec["restartPolicy"]["type"] == "Always"
     assert (
-        spec["sparkConf"]["spark.driver.extraClassPath"] == "/opt/coordinator-mirror/jars/spark-kafka-4.0.0/*"
+        spec["sparkConf"]["spark.driver.extraClassPath"] == "/opt/coordinator-mirror/jars/spark-kafka-4.2.0/*"
     )
     assert (
         spec["sparkConf"]["spark.executor.extraClassPath"]
-        == "/opt/coordinator-mirror/jars/spark-kafka-4.0.0/*"
+        == "/opt/coordinator-mirror/jars/spark-kafka-4.2.0/*"
     )
     assert spec["sparkConf"]["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] == "true"
     assert spec["hadoopConf"] == {"fs.s3a.endpoint": "https://s3.us-east-2.amazonaws.com"}

@@ -1,0 +1,179 @@
+"""The Spark behaviours the mirror still works around, kept under test on the Spark it runs.
+
+Each test asserts that the behaviour behind one workaround still exists.  The day a Spark upgrade
+fixes it, the test FAILS: remove the workaround named in that test (and its README text), then the
+test.  (The internal-topic filter behind ``useDeprecatedOffsetFetching`` is kept under test in
+test_spark_kafka.py.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.spark]
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _timeout_fn(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+    import pandas as pd
+
+    for _ in pdfs:
+        pass
+    state.update((1,))
+    state.setTimeoutDuration(3_600_000)  # pending for the whole test: the query needs no-data batches
+    yield pd.DataFrame({"k": [key[0]]})
+
+
+def test_no_micro_batch_after_a_restart_without_new_data(spark: Any, tmp_path: Path) -> None:
+    """Workaround: streaming/pipeline/source.py ``ticks`` (the rate source unioned into the records).
+
+    A stateful query with a processing-time timeout runs a no-data micro-batch on every trigger --
+    until it restarts: whether another batch is needed is not restored from the checkpoint, so
+    without new input no batch runs and no timeout can fire.  Verified on Spark 4.0.0 and 4.2.0."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    src.mkdir()
+    (src / "a.json").write_text(json.dumps({"k": "g1"}) + "\n")
+
+    def start() -> Any:
+        return (
+            spark.readStream.schema("k string")
+            .json(str(src))
+            .groupBy("k")
+            .applyInPandasWithState(
+                _timeout_fn, "k string", "n long", "update", GroupStateTimeout.ProcessingTimeTimeout
+            )
+            .writeStream.outputMode("update")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(processingTime="200 milliseconds")
+            .foreachBatch(lambda df, _id: df.collect())
+            .start()
+        )
+
+    def committed() -> int:
+        return len([p for p in (ckpt / "commits").glob("*") if p.name.isdigit()])
+
+    q = start()
+    try:
+        # the data batch, then no-data batches while the timeout is pending
+        _wait(lambda: committed() >= 3, 300, "a data batch and two no-data batches")
+    finally:
+        q.stop()
+    before = committed()
+    no_data = [p for p in q.recentProgress if int(p.numInputRows) == 0 and p.stateOperators]
+    assert no_data, "no-data batches ran before the restart"
+    batch_s = max(int(p.durationMs.get("triggerExecution", 0)) for p in q.recentProgress) / 1000
+
+    q = start()
+    try:
+        # ~50 triggers, and at least three times the slowest batch of the first run
+        window = max(10.0, 3 * batch_s)
+        time.sleep(window)
+        assert q.isActive and q.exception() is None
+        assert committed() == before, (
+            "Spark now runs micro-batches after a restart without new data: the tick source "
+            "(streaming/pipeline/source.py ticks) can go"
+        )
+        # new input starts a batch, and no-data batches follow it again
+        (src / "b.json").write_text(json.dumps({"k": "g2"}) + "\n")
+        _wait(lambda: committed() >= before + 3, 300, "batches after new input")
+    finally:
+        q.stop()
+
+
+def test_reused_python_worker_collects_garbage_after_every_task(spark: Any) -> None:
+    """Workaround: streaming/pipeline/worker_tune.py ``gc.freeze()`` of the worker's long-lived objects.
+
+    A reused PySpark worker runs a full ``gc.collect()`` after every task (``pyspark.daemon``),
+    which walks every long-lived object of the worker each time unless they are frozen."""
+
+    def task(_: Iterator[int]) -> Iterator[tuple[int, int]]:
+        import builtins
+        import gc
+        import os
+
+        counter = getattr(builtins, "_cm_full_collections", None)
+        if counter is None:
+            counter = [0]
+            builtins._cm_full_collections = counter  # type: ignore[attr-defined]
+
+            def on_gc(phase: str, info: dict[str, int]) -> None:
+                if phase == "stop" and info["generation"] == 2:
+                    counter[0] += 1
+
+            gc.callbacks.append(on_gc)
+        yield os.getpid(), counter[0]
+
+    # one job of 8 one-element tasks on local[2]: at most two run at a time, so workers are reused
+    seen = spark.sparkContext.parallelize(range(8), 8).mapPartitions(task).collect()
+    by_pid: dict[int, list[int]] = {}
+    for pid, count in seen:
+        by_pid.setdefault(pid, []).append(count)
+    reused = {pid: counts for pid, counts in by_pid.items() if len(counts) > 1}
+    assert reused, f"no Python worker ran two tasks: {seen}"
+    for counts in reused.values():
+        steps = [b - a for a, b in itertools.pairwise(counts)]
+        assert all(step >= 1 for step in steps), (
+            f"a reused worker ran a task without a full collection in between ({seen}): "
+            "PySpark no longer collects after every task, worker_tune's gc.freeze() can go"
+        )
+
+
+@pytest.mark.broker
+def test_executor_reader_waits_out_a_parked_fetch_at_the_log_end(spark: Any, kafka: Any) -> None:
+    """Workaround: ``kafka.fetch.max.wait.ms=10`` in streaming/pipeline/source.py kafka_options.
+
+    After its last poll a Spark Kafka reader at the log end asks for the partition's offset range
+    (ListOffsets) on the consumer's connection, where it queues behind the next fetch the
+    consumer pipelined -- which the broker parks for ``fetch.max.wait.ms``.  So reading a few
+    records takes at least ``fetch.max.wait.ms``."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"parked-fetch-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(20):
+        producer.produce(topic, key=b"k", value=str(i).encode())
+    assert producer.flush(60) == 0
+
+    def read_s(wait_ms: int) -> float:
+        started = time.monotonic()
+        rows = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("assign", json.dumps({topic: [0]}))
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .option("kafka.fetch.max.wait.ms", str(wait_ms))
+            .load()
+            .count()
+        )
+        assert rows == 20
+        return time.monotonic() - started
+
+    read_s(10)  # warm-up: plan, connections, the reader's pooled consumer
+    fast = read_s(10)
+    slow = read_s(6000)
+    assert slow >= 5.5, (
+        f"a 20-record read with fetch.max.wait.ms=6000 took {slow:.1f}s: Spark's reader no longer "
+        "waits behind the parked fetch, kafka.fetch.max.wait.ms=10 in streaming/pipeline/source.py can go"
+    )
+    assert fast < slow - 4.0, (fast, slow)  # ... and the mirror's 10 ms avoids the wait
