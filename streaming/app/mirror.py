@@ -26,13 +26,19 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from state import codec
+from state.model import Group
+from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
-from streaming.pipeline.prepare import counter_names, decode_collapse_pack, packed_spark_ddl
+from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.recovery import recover_snapshots
 from streaming.pipeline.session import build_session
 from streaming.pipeline.sinks import MirrorSink
 from streaming.pipeline.source import read_source
+from streaming.serving.burrow import Burrow, lag_route
+from streaming.serving.lag import LagTracker
+from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
@@ -82,6 +88,14 @@ class Mirror:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._owns_session = spark is None
+        # lag and consumer health: fed by the sink (groups) and the offsets thread (log offsets)
+        self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
+        self.burrow = Burrow(
+            self.lag, settings.cluster_name, settings.burrow_intervals, settings.burrow_min_distance_s
+        )
+        self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+        self.offset_reader: OffsetReader | None = None
+        self._offsets_thread: threading.Thread | None = None
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
@@ -101,6 +115,7 @@ class Mirror:
         self._ensure_output_topics()
         self.recovered_groups = self._recover_store()
         self.query = self._start_query()
+        self._start_lag()
         self._progress_thread = threading.Thread(
             target=self._poll_progress, name="mirror-progress", daemon=True
         )
@@ -109,7 +124,12 @@ class Mirror:
             from streaming.serving.api import MirrorHTTPServer
 
             self.http = MirrorHTTPServer(
-                (s.http_host, s.http_port), self.store, metrics=self.metrics_exposition, health=self.health
+                (s.http_host, s.http_port),
+                self.store,
+                metrics=self.metrics_exposition,
+                health=self.health,
+                route=lambda path: lag_route(self.lag, self.burrow, path, int(time.time() * 1000)),
+                topic_names=lambda: self.lag.topic_names,
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
@@ -149,7 +169,9 @@ class Mirror:
         rows = recover_snapshots(self.spark, self.settings, self.offset_config)
         if rows is None:
             return 0
-        n = self.store.load(rows)
+        recovered = list(rows)
+        n = self.store.load(recovered)
+        self._lag_apply((gid, blob) for gid, blob, _ in recovered)
         log.info("recovered %d groups from the checkpoint in %.1fs", n, time.monotonic() - started)
         return n
 
@@ -165,9 +187,12 @@ class Mirror:
         # 0.7 s in 2 tasks.  coalesce() only ever lowers the count and reads each partition in
         # order, so log order per partition -- all a group needs -- is kept.
         raw = raw.coalesce(s.source_tasks or self.spark.sparkContext.defaultParallelism)
-        packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
+        keep = GroupFilter(*s.group_filter)
+        packed: DataFrame = raw.mapInArrow(make_decode_collapse_pack(keep), packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
         prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
+        if keep:  # filtered groups: counted above, dropped here, before the shuffle
+            prepared = prepared.where("length(packed) > 0")
         fold = make_group_function(self.offset_config, emit_offsets=bool(s.offsets_topic))
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
@@ -183,6 +208,64 @@ class Mirror:
         )
         log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
         return query
+
+    # -- lag ----------------------------------------------------------------------------------------
+    def _start_lag(self) -> None:
+        s = self.settings
+        assert self.sink is not None
+        self.sink.on_batch.append(self._on_batch_lag)
+        if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
+            return
+        options = {k: v for k, v in s.kafka_options.items() if k in ("security.protocol", "sasl.mechanism")}
+        options.update(s.lag_client_options)
+        self.offset_reader = OffsetReader(s.bootstrap_servers, options)
+        self._offsets_thread = threading.Thread(target=self._poll_offsets, name="mirror-offsets", daemon=True)
+        self._offsets_thread.start()
+
+    def _lag_apply(self, groups: Any) -> None:
+        """Groups as applied to the store (state bytes, a rendered snapshot, or None: deleted) into
+        the lag tracker and Burrow's window of commits."""
+        changed: list[tuple[str, Group | None]] = []
+        for gid, blob in groups:
+            if blob is None:
+                changed.append((gid, None))
+            elif isinstance(blob, bytes | bytearray):
+                changed.append((gid, codec.decode(bytes(blob))))
+        views = self.lag.apply_groups(changed)
+        self.burrow.history.record(views, self.lag)
+
+    def _on_batch_lag(self, batch_id: int, rows: list[Any]) -> None:
+        def changed() -> Any:
+            for r in rows:
+                if r.kind == "snapshot":
+                    live = json.loads(r.summary).get("exists", True)
+                    yield r.group_id, (bytes(r.blob) if live else None)
+                elif r.kind == "deleted":
+                    yield r.group_id, None
+
+        self._lag_apply(changed())
+
+    def _poll_offsets(self) -> None:
+        """Every ``lag_interval_s``: one round of log offsets, then one Burrow evaluation whose
+        status changes become change events (counted in coordinator_mirror_events_total)."""
+        assert self.offset_reader is not None
+        interval = self.settings.lag_interval_s
+        while True:
+            try:
+                r = self.offset_reader.read(self.lag.wanted())
+                self.lag.apply_round(r)
+                events = self.burrow.evaluate_all(int(time.time() * 1000))
+                if events:
+                    tallies: dict[tuple[str, ...], int] = {}
+                    for e in events:
+                        tallies[("event", e["type"])] = tallies.get(("event", e["type"]), 0) + 1
+                        log.info("consumer health: %s", json.dumps(e))
+                    self.store.add_tallies(tallies)
+            except Exception:  # a failed round is counted and retried, never fatal
+                self.lag.failed_rounds += 1
+                log.warning("log offsets round failed", exc_info=True)
+            if self._stopped.wait(interval):
+                return
 
     # -- progress ---------------------------------------------------------------------------------
     def _poll_progress(self) -> None:

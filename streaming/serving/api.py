@@ -6,6 +6,8 @@
     GET /ready             200 once caught up with the end of __consumer_offsets seen at start, else 503
     GET /healthz           200 while the streaming query runs, 500 once it failed
     GET /metrics           Prometheus exposition
+    GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
+    GET /v3/kafka/...      Burrow's consumer paths (`streaming.serving.burrow`)
 
 Group ids are percent-encoded in the path (they may contain "/" or any Unicode).  Unknown routes
 and unknown groups answer 404 with a JSON body.
@@ -16,12 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from streaming.serving.lag import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
@@ -53,11 +56,18 @@ class MirrorHTTPServer(ThreadingHTTPServer):
         store: SnapshotStore,
         metrics: Callable[[], tuple[bytes, str]] | None = None,
         health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+        *,
+        route: Callable[[str], tuple[int, Any] | None] | None = None,
+        topic_names: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.store = store
         self.metrics = metrics
         self.health = health or (lambda: (True, {}))
+        #: extra GET routes (lag, Burrow's /v3): path -> (status, JSON) or None when not theirs
+        self.route = route
+        #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
+        self.topic_names = topic_names
 
     @property
     def url(self) -> str:
@@ -100,7 +110,10 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         try:
-            if path == "/groups":
+            routed = self.server.route(path) if self.server.route is not None else None
+            if routed is not None:
+                self._json(*routed)
+            elif path == "/groups":
                 self._groups(parse_qs(url.query))
             elif path.startswith("/groups/"):
                 self._group(unquote(path[len("/groups/") :]))
@@ -141,4 +154,6 @@ class _Handler(BaseHTTPRequestHandler):
         if snapshot is None:
             self._json(404, {"error": "group_not_found", "group_id": group_id})
         else:
+            if self.server.topic_names is not None:
+                snapshot = resolve_topic_ids(snapshot, self.server.topic_names())
             self._json(200, with_iso_times(snapshot))

@@ -47,6 +47,7 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
+from streaming.serving.lag_metrics import lag_exposition
 
 #: a sample: label values in the family's label order, value
 Samples = list[tuple[tuple[str, ...], float]]
@@ -482,4 +483,4 @@ def registry_for(mirror: Any) -> CollectorRegistry:
 
 def exposition(mirror: Any) -> tuple[bytes, str]:
     """``(body, content type)`` for ``GET /metrics`` -- the fast path, same series as `registry_for`."""
-    return metrics_for(mirror).exposition(), CONTENT_TYPE_PLAIN_0_0_4
+    return metrics_for(mirror).exposition() + lag_exposition(mirror), CONTENT_TYPE_PLAIN_0_0_4
