@@ -99,7 +99,14 @@ def test_lag_and_health_on_the_real_broker(spark: Any, kafka: Any, lab: Any, tmp
         _commit(bs, g["gone"], {(gone, 0): 1})
 
         # transactional topic: 5 committed records, then 7 in an open transaction
-        p = Producer({"bootstrap.servers": bs, "transactional.id": lab.name("lag-tx")})
+        # the transaction stays open for the whole test (the broker allows up to 15 min)
+        p = Producer(
+            {
+                "bootstrap.servers": bs,
+                "transactional.id": lab.name("lag-tx"),
+                "transaction.timeout.ms": 900_000,
+            }
+        )
         p.init_transactions()
         p.begin_transaction()
         for i in range(5):
