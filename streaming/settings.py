@@ -156,12 +156,6 @@ class Settings(BaseSettings):
     lag_interval_s: float = Field(
         10.0, gt=0, description="seconds between two rounds of log-offset reads (ListOffsets per broker)"
     )
-    lag_client_options: dict[str, str] = Field(
-        default_factory=dict,
-        description="librdkafka options for the driver's AdminClient that reads log offsets (security, "
-        "SASL, SSL -- librdkafka's names; security.protocol and sasl.mechanism are taken from "
-        "kafka_options when not set here)",
-    )
     lag_isolation: Literal["read_committed", "read_uncommitted"] = Field(
         "read_committed",
         description="lag against the last stable offset (read_committed) or the high watermark",
@@ -196,7 +190,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
 
     # -- validation -----------------------------------------------------------------------------
-    @field_validator("lag_slo_overrides", "lag_client_options", mode="before")
+    @field_validator("lag_slo_overrides", mode="before")
     @classmethod
     def _slo(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from state import codec
 from state.model import Group
+from streaming.cluster.client_config import ClientOptionError, librdkafka_config
 from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
@@ -42,7 +43,7 @@ from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
-from streaming.settings import Settings
+from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,6 +101,7 @@ class Mirror:
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
         s = self.settings
+        self.offset_reader = self._offset_reader()  # a bad client option stops here, before Spark
         if self.spark is None:
             conf = {
                 "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
@@ -211,16 +213,27 @@ class Mirror:
 
     # -- lag ----------------------------------------------------------------------------------------
     def _start_lag(self) -> None:
-        s = self.settings
         assert self.sink is not None
         self.sink.on_batch.append(self._on_batch_lag)
-        if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
+        if self.offset_reader is None:
             return
-        options = {k: v for k, v in s.kafka_options.items() if k in ("security.protocol", "sasl.mechanism")}
-        options.update(s.lag_client_options)
-        self.offset_reader = OffsetReader(s.bootstrap_servers, options)
         self._offsets_thread = threading.Thread(target=self._poll_offsets, name="mirror-offsets", daemon=True)
         self._offsets_thread.start()
+
+    def _offset_reader(self) -> OffsetReader | None:
+        """The AdminClient that reads log offsets, configured from the same Java-style
+        ``kafka_options`` as the Spark source (`streaming.cluster.client_config`); an option
+        librdkafka cannot honour is a `SettingsError` naming ``kafka_options`` and the option."""
+        s = self.settings
+        if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
+            return None
+        try:
+            return OffsetReader(s.bootstrap_servers, librdkafka_config(s.kafka_options))
+        except ClientOptionError as exc:
+            raise SettingsError(
+                f"kafka_options: {exc} (the lag reader, a librdkafka AdminClient, connects with "
+                "kafka_options; fix the option or set lag_enabled=false)"
+            ) from None
 
     def _lag_apply(self, groups: Any) -> None:
         """Groups as applied to the store (state bytes, a rendered snapshot, or None: deleted) into

@@ -151,7 +151,11 @@ def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any],
     log.info("settings: %s", settings.redacted())
     mirror = Mirror(settings)
     try:
-        mirror.start()
+        try:
+            mirror.start()
+        except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
+            print(f"coordinator-mirror: {exc}", file=sys.stderr)
+            return 2
         if mirror.http is not None:
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)

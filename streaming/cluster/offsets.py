@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from streaming.cluster.client_config import ClientOptionError
 from streaming.serving.lag import LogOffsets, PartitionEnds
 
 log = logging.getLogger("coordinator_mirror.offsets")
@@ -37,16 +38,16 @@ class OffsetReader:
     def __init__(
         self,
         bootstrap: str,
-        options: Mapping[str, str] | None = None,
+        options: Mapping[str, str] | None = None,  # librdkafka's (`client_config.librdkafka_config`)
         *,
         timeout_s: float = 10.0,
         describe_every: int = 30,
     ) -> None:
         conf: dict[str, Any] = {"bootstrap.servers": bootstrap, **(options or {})}
-        # consumer-only options the AdminClient rejects
-        for key in ("group.id", "auto.offset.reset", "isolation.level", "enable.auto.commit"):
-            conf.pop(key, None)
-        self.admin = AdminClient(conf)
+        try:
+            self.admin = AdminClient(conf)
+        except KafkaException as exc:  # an option librdkafka rejects (librdkafka.<name> passes any)
+            raise ClientOptionError(str(exc.args[0].str() if exc.args else exc)) from None
         self.timeout_s = timeout_s
         self.describe_every = describe_every
         self.names: dict[str, str] = {}  # topic id -> name
