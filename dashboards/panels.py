@@ -362,7 +362,12 @@ def detail() -> dict[str, Any]:
         row("Committed offsets"),
         timeseries(
             "Committed offset per partition",
-            [target(sel("kafka_consumergroup_group_offset", group=G), "{{topic}} [{{partition}}]")],
+            [
+                target(  # one line per partition whoever owns it (the owner labels change on rebalance)
+                    f"max by (topic, partition) ({sel('kafka_consumergroup_group_offset', group=G)})",
+                    "{{topic}} [{{partition}}]",
+                )
+            ],
             "The committed offset of each partition (needs per-partition series: settings "
             "metrics_per_partition / metrics_group_regex).",
         ),
@@ -370,7 +375,8 @@ def detail() -> dict[str, Any]:
             "Committed progress per partition",
             [
                 target(
-                    f"rate({sel('kafka_consumergroup_group_offset', group=G)}[{RI}])",
+                    "sum by (topic, partition) "
+                    f"(rate({sel('kafka_consumergroup_group_offset', group=G)}[{RI}]))",
                     "{{topic}} [{{partition}}]",
                 )
             ],

@@ -267,18 +267,28 @@ class Mirror:
             try:
                 r = self.offset_reader.read(self.lag.wanted())
                 self.lag.apply_round(r)
-                events = self.burrow.evaluate_all(int(time.time() * 1000))
+                now_ms = int(time.time() * 1000)
+                events = self.burrow.evaluate_all(now_ms)
                 if events:
                     tallies: dict[tuple[str, ...], int] = {}
                     for e in events:
                         tallies[("event", e["type"])] = tallies.get(("event", e["type"]), 0) + 1
                         log.info("consumer health: %s", json.dumps(e))
                     self.store.add_tallies(tallies)
+                    self._write_health_events(events, now_ms)
             except Exception:  # a failed round is counted and retried, never fatal
                 self.lag.failed_rounds += 1
                 log.warning("log offsets round failed", exc_info=True)
             if self._stopped.wait(interval):
                 return
+
+    def _write_health_events(self, events: list[dict[str, Any]], now_ms: int) -> None:
+        if self.sink is None:
+            return
+        try:
+            self.sink.write_health_events(events, now_ms)
+        except Exception:  # the events stay in the log and in Burrow's paths; the next round goes on
+            log.warning("%d consumer-health event(s) not written", len(events), exc_info=True)
 
     # -- progress ---------------------------------------------------------------------------------
     def _poll_progress(self) -> None:

@@ -210,12 +210,24 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
+#: kafka-lag-exporter's per-partition labels (its ``Metrics.groupPartitionLabels``)
+LAG_PARTITION_LABELS: Final = (
+    CLUSTER,
+    GROUP,
+    "topic",
+    "partition",
+    "member_host",
+    "consumer_id",
+    "client_id",
+)
+
 PARTITION_METRICS: Final[tuple[MetricDef, ...]] = (
     MetricDef(
         "kafka_consumergroup_group_offset",
         "gauge",
-        "Committed offset of the group for the partition (kafka-lag-exporter's name).",
-        (CLUSTER, GROUP, "topic", "partition"),
+        "Committed offset of the group for the partition (kafka-lag-exporter's name and labels; "
+        "the owner labels are unknown when no member is assigned the partition).",
+        LAG_PARTITION_LABELS,
         "",
         "partition",
         "offsets[].offset",
@@ -229,17 +241,6 @@ PARTITION_METRICS: Final[tuple[MetricDef, ...]] = (
         "partition",
         "offsets[].commit_timestamp_ms",
     ),
-)
-
-#: kafka-lag-exporter's per-partition labels (its ``Metrics.groupPartitionLabels``)
-LAG_PARTITION_LABELS: Final = (
-    CLUSTER,
-    GROUP,
-    "topic",
-    "partition",
-    "member_host",
-    "consumer_id",
-    "client_id",
 )
 
 

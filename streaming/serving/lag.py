@@ -160,6 +160,23 @@ class Owner:
 NO_OWNER: Final = Owner()
 
 
+def snapshot_owners(snap: Mapping[str, Any]) -> dict[tuple[str, int], Owner]:
+    """Who holds each assigned partition in a JSON snapshot (`state.snapshot`): the owner labels
+    of ``kafka_consumergroup_group_offset``, as `group_offsets` gives them to the lag series."""
+    owners: dict[tuple[str, int], Owner] = {}
+    for m in snap.get("members") or ():
+        assignment = m.get("assignment")
+        if not assignment:
+            continue
+        owner = Owner(
+            m.get("client_host") or UNKNOWN, m.get("member_id") or UNKNOWN, m.get("client_id") or UNKNOWN
+        )
+        for a in assignment:
+            for p in a["partitions"]:
+                owners[(a["topic"], p)] = owner
+    return owners
+
+
 @dataclass
 class GroupOffsets:
     """What lag needs of one group: committed offsets and commit times, owners, topic ids."""

@@ -47,6 +47,7 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
+from streaming.serving.lag import NO_OWNER, snapshot_owners
 from streaming.serving.lag_metrics import lag_exposition
 
 #: a sample: label values in the family's label order, value
@@ -142,12 +143,17 @@ class GroupView:
         if per_partition:
             off: list[str] = []
             ts: list[str] = []
+            owners = snapshot_owners(snap)
             for o in offsets:
-                tp = f'{{{label},topic="{escape(o["topic"])}",partition="{o["partition"]}"}} '
-                off.append(f"{_OFFSET}{tp}{fmt(o['offset'])}\n")
+                tp = f'{{{label},topic="{escape(o["topic"])}",partition="{o["partition"]}"'
+                ow = owners.get((o["topic"], o["partition"]), NO_OWNER)
+                off.append(
+                    f'{_OFFSET}{tp},member_host="{escape(ow.member_host)}",consumer_id="'
+                    f'{escape(ow.consumer_id)}",client_id="{escape(ow.client_id)}"}} {fmt(o["offset"])}\n'
+                )
                 commit_ms = o.get("commit_timestamp_ms")
                 if commit_ms is not None:
-                    ts.append(f"{_COMMIT_TS}{tp}{fmt(commit_ms / 1000)}\n")
+                    ts.append(f"{_COMMIT_TS}{tp}}} {fmt(commit_ms / 1000)}\n")
             series += len(off) + len(ts)
             chunks.append("".join(off))
             chunks.append("".join(ts))
@@ -167,15 +173,18 @@ class GroupView:
             for window, seconds in EXPIRY_WINDOWS
         ]
 
-    def partition_rows(self, name: str) -> Iterator[tuple[str, str, float]]:
-        """(topic, partition, value) of a per-partition family (for `registry_for`)."""
+    def partition_rows(self, name: str) -> Iterator[tuple[tuple[str, ...], float]]:
+        """(label values after ``group``, value) of a per-partition family (for `registry_for`)."""
         if not self.partitions:
             return
+        owners = snapshot_owners(self.snap) if name == _OFFSET else {}
         for o in self.snap.get("offsets") or ():
+            tp = (o["topic"], str(o["partition"]))
             if name == _OFFSET:
-                yield o["topic"], str(o["partition"]), o["offset"]
+                ow = owners.get((o["topic"], o["partition"]), NO_OWNER)
+                yield (*tp, ow.member_host, ow.consumer_id, ow.client_id), o["offset"]
             elif o.get("commit_timestamp_ms") is not None:
-                yield o["topic"], str(o["partition"]), o["commit_timestamp_ms"] / 1000
+                yield tp, o["commit_timestamp_ms"] / 1000
 
 
 def _seconds(ms: int | None) -> Samples:
@@ -381,13 +390,9 @@ class MirrorMetrics:
             for m in PARTITION_METRICS:
                 metric = _family(m)
                 for v in views:
-                    for topic, partition, pv in v.partition_rows(m.name):
-                        labels = {
-                            "cluster_name": c,
-                            "group": v.group_id,
-                            "topic": topic,
-                            "partition": partition,
-                        }
+                    for values, pv in v.partition_rows(m.name):
+                        labels = {"cluster_name": c, "group": v.group_id}
+                        labels.update(zip(m.labels[2:], values, strict=True))
                         metric.samples.append(Sample(m.name, labels, pv))
                 series += len(metric.samples)
                 yield metric
