@@ -57,6 +57,7 @@ class FakeMirror:
             parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
             self.lag.apply_round(LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4))
         self.burrow.evaluate_all(now_ms)
+
     def health(self) -> tuple[bool, dict[str, Any]]:
         return self.healthy, {}
 
