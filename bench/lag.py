@@ -3,14 +3,15 @@
     .venv/bin/python bench/lag.py [--groups 10000] [--partitions 50] [--broker-partitions 1000]
 
 On the driver, with ``--groups`` real groups of ``--partitions`` committed offsets each (the
-population of bench/series.py): what the sink hook costs when every group changed in a batch
-(state bytes decoded, `LagTracker.apply_groups`, Burrow's window), a round applied, one Burrow
-evaluation of every group, the lag exposition (first render and a cached repeat) and its series
-count, and the driver memory the lag state holds (RSS growth) with Burrow's window full (10
-commits per partition).  Times are CPU seconds of this process (``time.process_time``: the
-machine is shared, wall clock is mostly waiting), memory is the resident-set growth.  Then, unless ``--broker-partitions 0``, one offsets round on a real local
-broker (lab) over that many topic-partitions (50-partition topics): its wall time and requests.
-The broker round is wall clock (it waits on the network).
+population of bench/series.py): what applying the changed groups costs when every group changed
+(state bytes decoded, `LagTracker.apply_groups`, Burrow's window -- done by the offsets thread once
+per round, the sink only parks the bytes), a round applied, one Burrow evaluation of every group,
+the lag exposition (first render and a cached repeat) and its series count, and the driver memory
+the lag state holds with Burrow's window full (10 commits per partition).  Times are CPU seconds
+of this process (``time.process_time``: the machine is shared, wall clock is mostly waiting),
+memory is the resident-set growth.  Then, unless ``--broker-partitions 0``, one offsets round on
+a real local broker (lab) over that many topic-partitions (50-partition topics): its wall time and
+requests.  The broker round is wall clock (it waits on the network).
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def main() -> int:
         f"{len(wanted)} distinct topic-partitions"
     )
     print(
-        f"sink hook, every group changed: decode {t_decode:.2f}s + apply/window {t_apply:.2f}s "
+        f"changed groups into the tracker (offsets thread, once per round), every group changed: "
+        f"decode {t_decode:.2f}s + apply/window {t_apply:.2f}s "
         f"({(t_decode + t_apply) / args.groups * 1e3:.3f} ms CPU/group)"
     )
     print(f"wanted partitions {t_wanted:.2f}s; round applied {t_round * 1e3:.1f} ms")
@@ -102,7 +104,8 @@ def main() -> int:
         f"first {t_first:.2f}s, repeat (cached) {t_again * 1e3:.2f} ms"
     )
     print(
-        f"driver memory of the lag state (tracker + window of {args.intervals}, RSS growth): {memory / 1e6:.0f} MB "
+        f"driver memory of the lag state (tracker + window of {args.intervals}, RSS growth): "
+        f"{memory / 1e6:.0f} MB "
         f"({burrow.history.memory_entries()} commits kept)"
     )
 

@@ -97,6 +97,8 @@ class Mirror:
         self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
         self.offset_reader: OffsetReader | None = None
         self._offsets_thread: threading.Thread | None = None
+        #: groups changed since the offsets thread's last round (`_on_batch_lag`)
+        self._lag_pending: dict[str, bytes | None] = {}
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
@@ -248,15 +250,28 @@ class Mirror:
         self.burrow.history.record(views, self.lag)
 
     def _on_batch_lag(self, batch_id: int, rows: list[Any]) -> None:
-        def changed() -> Any:
-            for r in rows:
-                if r.kind == "snapshot":
-                    live = json.loads(r.summary).get("exists", True)
-                    yield r.group_id, (bytes(r.blob) if live else None)
-                elif r.kind == "deleted":
-                    yield r.group_id, None
+        """The sink's hook: the changed groups' state bytes are only parked here (the newest per
+        group wins); the offsets thread decodes them before its next round, off the batch's path
+        and once per round however many batches changed a group in between.  Without a reader
+        (lag off, capture source) they are applied at once."""
+        changed: dict[str, bytes | None] = {}
+        for r in rows:
+            if r.kind == "snapshot":
+                live = json.loads(r.summary).get("exists", True)
+                changed[r.group_id] = bytes(r.blob) if live else None
+            elif r.kind == "deleted":
+                changed[r.group_id] = None
+        if self._offsets_thread is None:
+            self._lag_apply(changed.items())
+            return
+        with self._lock:
+            self._lag_pending.update(changed)
 
-        self._lag_apply(changed())
+    def _drain_lag_pending(self) -> None:
+        with self._lock:
+            pending, self._lag_pending = self._lag_pending, {}
+        if pending:
+            self._lag_apply(pending.items())
 
     def _poll_offsets(self) -> None:
         """Every ``lag_interval_s``: one round of log offsets, then one Burrow evaluation whose
@@ -265,6 +280,7 @@ class Mirror:
         interval = self.settings.lag_interval_s
         while True:
             try:
+                self._drain_lag_pending()
                 r = self.offset_reader.read(self.lag.wanted())
                 self.lag.apply_round(r)
                 now_ms = int(time.time() * 1000)

@@ -2,8 +2,8 @@
 
 Inputs, both handed over by the application shell:
 
-* the groups, as the sink applies them (`LagTracker.apply_groups`, decoded from the state bytes of
-  the groups that changed in a micro-batch): committed offsets, owners (member host, member id,
+* the groups (`LagTracker.apply_groups`, decoded from the state bytes of the groups that changed
+  since the previous round of log offsets): committed offsets, owners (member host, member id,
   client id from the group's assignment) and topic ids learned from the log;
 * rounds of log offsets (`LogOffsets`, read by `streaming.cluster.offsets` at the interval
   ``lag_interval_s``): log-start offset, high watermark and last stable offset (LSO) of every
