@@ -219,7 +219,8 @@ def evaluate(
             continue  # assigned, never committed: Burrow has no entry either
         current = 0 if row.lag != row.lag else int(row.lag)  # NaN (end unknown) -> 0, as Burrow's
         table = tracker.tables.get((row.topic, row.partition))
-        recent = table.points[0::2].tolist()[-intervals:] if table is not None else []
+        # the last `intervals` sampled ends: a slice of the table's flat (offset, time) array
+        recent = table.points[-2 * intervals :: 2] if table is not None else ()
         status = partition_status(commits, current, recent, now_ms)
         complete = min(1.0, len(commits) / intervals) if intervals else 1.0
         parts.append(

@@ -212,7 +212,7 @@ def test_lag_and_health_on_the_real_broker(spark: Any, kafka: Any, lab: Any, tmp
 
         for off in (50, 60):
             _commit(bs, g["rewind"], {(topic, 0): off})
-            mirror.wait_batches(1, 60)
+            mirror.wait_batches(1, 180)
         with _committing(bs, g["stall"], {(topic, 0): 10}), _committing(bs, g["rewind"], {(topic, 0): 30}):
             _commit(bs, g["behind"], {(topic, 0): 100, (topic, 1): 100})  # catches up
             st = _wait(
