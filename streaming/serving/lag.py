@@ -128,7 +128,11 @@ class LookupTable:
         lo_off, lo_t, hi_off, hi_t = p[2 * left], p[2 * left + 1], p[2 * right], p[2 * right + 1]
         dy = hi_off - lo_off
         if dy == 0:
-            return float(hi_t)  # a flat window: the end has not moved since hi_t at the latest
+            # a flat window (all of it, the end never moved while sampled): the end was past the
+            # offset at the window's first point already -- a lower bound of the lag, where
+            # kafka-lag-exporter divides by zero; never the newest point (that would read as ~0 s
+            # for a stopped consumer on an idle topic)
+            return float(lo_t)
         return hi_t - (hi_off - offset) * (hi_t - lo_t) / dy
 
 

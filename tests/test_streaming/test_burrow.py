@@ -101,6 +101,11 @@ def test_lookup_table_follows_kafka_lag_exporter() -> None:
     assert lag_seconds(300, t, 7000) == 0.0  # at the newest end
     assert lag_seconds(150, t, 7000) == pytest.approx(5.5)
     assert math.isnan(lag_seconds(150, LookupTable(), 7000))
+    flat = LookupTable()
+    for ms in (1000, 2000, 3000):  # an idle topic sampled since 1000, end 200, consumer at 150
+        flat.add(200, ms)
+    assert flat.points.tolist() == [200, 1000, 200, 3000]
+    assert lag_seconds(150, flat, 4000) == 3.0  # at least since the first sample, never ~0
     t.add(500, 7000)  # the window slides
     assert t.points.tolist()[:2] == [200, 2000]
     assert lag_messages(10, 5) == 0 and lag_messages(5, 10) == 5
