@@ -138,7 +138,9 @@ def broker_round(n_partitions: int) -> None:
         time.sleep(2)
         wanted = [(t, p) for t in topics for p in range(50)]
         reader = OffsetReader(broker.bootstrap)
-        reader.read(wanted)  # metadata and topic ids described once
+        deadline = time.monotonic() + 120  # metadata and topic ids described; every leader ready
+        while len(reader.read(wanted).partitions) < len(wanted) and time.monotonic() < deadline:
+            time.sleep(1)
         times = []
         for _ in range(5):
             r = reader.read(wanted)
