@@ -1,17 +1,15 @@
-"""Benchmark of the state fold's batch path (state.fold.fold_columns / fold_frame), one core.
+"""Benchmark of the state fold's batch path (state.fold.fold_columns), one core.
 
     .venv/bin/python bench/fold.py [--groups 10000] [--partitions 50] [--commits 1] [--batches 3]
-                                   [--flavour packed|spark|decoders] [--profile]
+                                   [--profile]
 
 Dataset (deterministic): ``--groups`` consumer groups, each committing ``--partitions`` partitions
 (over 1-5 topics, a third of the commits with a topic id, a few with metadata) ``--commits`` times
-per micro-batch.  Input flavours: ``packed`` (default; what the streaming job hands the fold: the
-group's rows packed by `streaming.pipeline.prepare.pack_groups`, timed from unpacking to the folded
-state), and one pandas frame per group shaped like ``decoders.OUTPUT_SCHEMA`` -- ``spark`` (what
-PySpark's Arrow->pandas conversion produces: numpy int64/int32, float64 with NaN for nullable ints
-that hold nulls, object strings) or ``decoders`` (``decode_pandas``'s nullable extension dtypes).
+per micro-batch.  Input: what the streaming job hands the fold -- the group's rows (the prepared
+columns of `decoders.columns`) packed by `streaming.pipeline.prepare.pack_groups`, timed from
+unpacking to the folded state.
 
-Each micro-batch folds every group's frame into its state (the first batch creates the groups; the
+Each micro-batch folds every group's rows into its state (the first batch creates the groups; the
 next ones update 100% of their offsets) and, like the adapter, encodes every touched group with the
 state codec.  Prints offset-commit records/s for the fold alone and fold+encode, the state bytes
 per group and per committed offset, and the peak memory (max RSS; ``--trace-memory`` adds a
@@ -24,7 +22,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import random
 import resource
 import sys
 import time
@@ -35,11 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from state.codec import decode, encode  # noqa: E402
-from state.fold import fold_columns, fold_frame  # noqa: E402
+from state.fold import fold_columns  # noqa: E402
 from state.model import Group  # noqa: E402
 from streaming.pipeline.prepare import pack_groups, prepared_schema, unpack_group  # noqa: E402
 
@@ -47,11 +43,10 @@ T0 = 1_790_000_000_000
 TOPIC_IDS = [f"{i:02d}AAAAAAAAAAAAAAAAAAAA"[:22] for i in range(64)]
 
 
-def group_frames(
-    n_groups: int, *, n_parts: int, commits: int, batch: int, flavour: str, rng: random.Random
-) -> list[pd.DataFrame]:
-    """One OUTPUT_SCHEMA-shaped frame per group for micro-batch number ``batch``."""
-    frames = []
+def group_batches(n_groups: int, *, n_parts: int, commits: int, batch: int) -> list[pa.RecordBatch]:
+    """One prepared batch (`prepared_schema`) per group for micro-batch number ``batch``."""
+    schema = prepared_schema()
+    out = []
     rows = n_parts * commits
     for gi in range(n_groups):
         n_topics = 1 + gi % 5
@@ -59,69 +54,38 @@ def group_frames(
         tp_topic = [topics[p % n_topics] for p in range(n_parts)] * commits
         tp_part = [p // n_topics for p in range(n_parts)] * commits
         base_off = batch * rows
-        src_off = np.arange(base_off, base_off + rows, dtype=np.int64) + gi * 1_000_000
         ts = T0 + batch * 60_000 + np.arange(rows, dtype=np.int64) * 3
-        with_id = gi % 3 == 0
         cols: dict[str, object] = {
-            "status": np.full(rows, "ok", dtype=object),
+            "status": ["ok"] * rows,
             "record_type": np.ones(rows, dtype=np.int16),
             "value_version": np.full(rows, 4, dtype=np.int16),
-            "group_id": np.full(rows, f"group-{gi}", dtype=object),
-            "topic": np.array(tp_topic, dtype=object),
+            "group_id": [f"group-{gi}"] * rows,
+            "topic": tp_topic,
             "partition_num": np.array(tp_part, dtype=np.int32),
-            "member_id": np.full(rows, None, dtype=object),
             "is_tombstone": np.zeros(rows, dtype=bool),
             "committed_offset": np.arange(rows, dtype=np.int64) + 1_000_000 * (batch + 1),
-            "leader_epoch": np.full(rows, np.nan) if gi % 2 else np.full(rows, 7, dtype=np.int32),
-            "metadata": np.full(rows, None if gi % 10 else "m", dtype=object),
+            "leader_epoch": [None] * rows if gi % 2 else np.full(rows, 7, dtype=np.int32),
+            "metadata": [None if gi % 10 else "m"] * rows,
             "commit_timestamp_ms": ts,
-            "expire_timestamp_ms": np.full(rows, np.nan),
-            "topic_id": np.array([TOPIC_IDS[hash(t) % 64] for t in tp_topic], dtype=object)
-            if with_id
-            else np.full(rows, None, dtype=object),
-            "payload": np.full(rows, None, dtype=object),
+            "topic_id": [TOPIC_IDS[hash(t) % 64] for t in tp_topic] if gi % 3 == 0 else [None] * rows,
             "ambiguous_layout": np.zeros(rows, dtype=bool),
-            "error_part": np.full(rows, None, dtype=object),
-            "error_field": np.full(rows, None, dtype=object),
-            "error_position": np.full(rows, np.nan),
-            "error_reason": np.full(rows, None, dtype=object),
             "source_partition": np.full(rows, gi % 50, dtype=np.int32),
-            "source_offset": src_off,
+            "source_offset": np.arange(base_off, base_off + rows, dtype=np.int64) + gi * 1_000_000,
             "source_timestamp_ms": ts,
+            "n_commits": np.ones(rows, np.int32),
+            "n_tombstones": np.zeros(rows, np.int32),
         }
-        df = pd.DataFrame(cols)
-        if flavour == "spark":
-            # what PySpark hands a pandas UDF: Arrow -> pandas (numpy dtypes, consolidated blocks)
-            df = pa.Table.from_pandas(df, preserve_index=False).to_pandas()
-        if flavour == "decoders":
-            for name in ("leader_epoch", "partition_num"):
-                df[name] = df[name].astype("Int32")
-            for name in ("record_type", "value_version"):
-                df[name] = df[name].astype("Int16")
-            for name in (
-                "committed_offset",
-                "commit_timestamp_ms",
-                "expire_timestamp_ms",
-                "source_offset",
-                "source_timestamp_ms",
-            ):
-                df[name] = df[name].astype("Int64")
-            df["error_position"] = df["error_position"].astype("Int32")
-            df["source_partition"] = df["source_partition"].astype("Int32")
-            df["is_tombstone"] = df["is_tombstone"].astype("boolean")
-        frames.append(df)
-    return frames
+        arrays = [
+            pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(rows, f.type) for f in schema
+        ]
+        out.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return out
 
 
-def packed(frames: list[pd.DataFrame]) -> list[tuple[str, bytes]]:
-    """The frames as the streaming job's mapInArrow step ships them: packed per group."""
-    schema = prepared_schema()
+def packed(batches: list[pa.RecordBatch]) -> list[tuple[str, bytes]]:
+    """The groups as the streaming job's mapInArrow step ships them: packed per group."""
     out = []
-    for frame in frames:
-        counted = frame.assign(
-            n_commits=np.ones(len(frame), np.int32), n_tombstones=np.zeros(len(frame), np.int32)
-        )
-        batch = pa.RecordBatch.from_pandas(counted[schema.names], schema=schema, preserve_index=False)
+    for batch in batches:
         packed_batch = pack_groups(batch)
         ids, blobs = packed_batch.column("group_id").to_pylist(), packed_batch.column("packed").to_pylist()
         out += zip(ids, blobs, strict=True)
@@ -134,14 +98,12 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=50)
     ap.add_argument("--commits", type=int, default=1, help="commits per partition per micro-batch")
     ap.add_argument("--batches", type=int, default=3)
-    ap.add_argument("--flavour", choices=["packed", "spark", "decoders"], default="packed")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--trace-memory", action="store_true", help="tracemalloc the run (slows the fold ~10x)")
     args = ap.parse_args()
-    rng = random.Random(7)
     print(
         f"fold bench: {args.groups} groups x {args.partitions} partitions x {args.commits} commit(s)"
-        f" per micro-batch, {args.batches} micro-batches, {args.flavour} column types, one core"
+        f" per micro-batch, {args.batches} micro-batches, packed groups, one core"
     )
     states: dict[str, bytes] = {}
     groups: dict[str, Group | None] = {}
@@ -150,29 +112,17 @@ def main() -> int:
     rows_total = 0
     tracemalloc.start() if args.trace_memory else None
     for b in range(args.batches):
-        frames = group_frames(
-            args.groups,
-            n_parts=args.partitions,
-            commits=args.commits,
-            batch=b,
-            flavour="spark" if args.flavour == "packed" else args.flavour,
-            rng=rng,
-        )
-        rows = sum(len(f) for f in frames)
-        blobs = packed(frames) if args.flavour == "packed" else []
+        batches = group_batches(args.groups, n_parts=args.partitions, commits=args.commits, batch=b)
+        rows = sum(f.num_rows for f in batches)
+        blobs = packed(batches)
         prof = cProfile.Profile() if args.profile and b == args.batches - 1 else None
         if prof:
             prof.enable()
         t0 = time.process_time()
-        if blobs:
-            for gid, blob in blobs:
-                cols = unpack_group(blob)
-                cols["group_id"] = [gid] * len(cols["status"])
-                groups[gid] = fold_columns(groups.get(gid), cols).group
-        else:
-            for gi, df in enumerate(frames):
-                gid = f"group-{gi}"
-                groups[gid] = fold_frame(groups.get(gid), df).group
+        for gid, blob in blobs:
+            cols = unpack_group(blob)
+            cols["group_id"] = [gid] * len(cols["status"])
+            groups[gid] = fold_columns(groups.get(gid), cols).group
         t1 = time.process_time()
         for gid, g in groups.items():
             if g is not None:
@@ -188,7 +138,7 @@ def main() -> int:
             f"  batch {b}: {rows:,} commit rows  fold {rows / (t1 - t0):,.0f} rec/s"
             f"  fold+encode {rows / (t2 - t0):,.0f} rec/s"
         )
-        del frames
+        del batches, blobs
     peak = tracemalloc.get_traced_memory()[1] if args.trace_memory else 0
     tracemalloc.stop()
     n_offsets = sum(len(g.offsets) for g in groups.values() if g is not None)
@@ -204,7 +154,7 @@ def main() -> int:
     per_group = total_bytes / len(states)
     print(f"state bytes:   {per_group:,.0f} per group, {total_bytes / n_offsets:.1f} per committed offset")
     print(
-        f"peak memory:   {peak / 2**20:,.0f} MiB traced (state + one micro-batch of frames), "
+        f"peak memory:   {peak / 2**20:,.0f} MiB traced (state + one micro-batch of packed groups), "
         f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB"
     )
     return 0

@@ -52,14 +52,9 @@ class RssSampler:
 
     @staticmethod
     def _rss(pid: int) -> int:
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+        from lab.spark_cluster import rss_bytes
+
+        return rss_bytes(pid)
 
     @staticmethod
     def _children(pid: int) -> list[int]:

@@ -3,14 +3,15 @@
 Public API (see decoders/README.md):
 
 * `decode_record(key, value, source)` -> `Record` | `UnknownRecord` | `DecodeError` (never raises)
-* `decode_arrow(batch)` / `decode_pandas(df)` / `decode_batch(x)` / `map_in_arrow(it)` /
-  `map_in_pandas(it)` -- the vectorized batch decoder; `OUTPUT_SCHEMA`, `OUTPUT_SPARK_DDL`
-* `payload_to_record(payload)` -- the batch output's ``payload`` cell back to a typed `Record`
+* `decode_arrow(batch)` -- the vectorized batch decoder; its columns are declared once in
+  `decoders.columns` (`OUTPUT_SCHEMA`, `OUTPUT_SPARK_DDL`, `arrow_schema` bind them for Arrow/Spark)
+* `payload_to_record(payload, source)` -- the batch output's ``payload`` cell back to a typed `Record`
+* `ErrorKind` -- the closed set of `DecodeError` kinds (the metric label)
 * `record_json(key, value, source)` -- Kafka-formatter-shaped JSON (the ``decode`` command)
 * `RECORD_TYPES` -- the registry K -> (key struct, value family, typed classes)
 
 The batch names are loaded lazily (PEP 562) so that per-record users -- the ``decode`` command,
-the state layer's tests -- do not pay for importing numpy/pandas/pyarrow.
+the state layer -- do not pay for importing numpy/pyarrow.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from decoders.records import (
     NO_SOURCE,
     DecodeError,
     DecodeResult,
+    ErrorKind,
     Record,
     Source,
     UnknownRecord,
@@ -32,27 +34,9 @@ from decoders.records import (
 from decoders.tables import RECORD_TYPES
 
 if TYPE_CHECKING:
-    from decoders.batch import (
-        OUTPUT_SCHEMA,
-        OUTPUT_SPARK_DDL,
-        decode_arrow,
-        decode_batch,
-        decode_pandas,
-        map_in_arrow,
-        map_in_pandas,
-    )
+    from decoders.batch import OUTPUT_SCHEMA, OUTPUT_SPARK_DDL, arrow_schema, decode_arrow
 
-_BATCH_NAMES = frozenset(
-    {
-        "OUTPUT_SCHEMA",
-        "OUTPUT_SPARK_DDL",
-        "decode_arrow",
-        "decode_batch",
-        "decode_pandas",
-        "map_in_arrow",
-        "map_in_pandas",
-    }
-)
+_BATCH_NAMES = frozenset({"OUTPUT_SCHEMA", "OUTPUT_SPARK_DDL", "arrow_schema", "decode_arrow"})
 
 
 def __getattr__(name: str) -> Any:
@@ -68,16 +52,14 @@ __all__ = [
     "RECORD_TYPES",
     "DecodeError",
     "DecodeResult",
+    "ErrorKind",
     "Record",
     "Source",
     "UnknownRecord",
+    "arrow_schema",
     "decode_arrow",
-    "decode_batch",
-    "decode_pandas",
     "decode_raw",
     "decode_record",
-    "map_in_arrow",
-    "map_in_pandas",
     "payload_to_record",
     "record_json",
     "record_to_payload",

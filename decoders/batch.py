@@ -1,9 +1,9 @@
-"""The batch decoder for Spark's ``mapInArrow`` / ``mapInPandas``: Kafka rows in, decoded columns out.
+"""The batch decoder for Spark's ``mapInArrow``: Kafka rows in, decoded columns out.
 
-No Spark import: input is a pyarrow ``RecordBatch``/``Table`` or a pandas ``DataFrame`` with the
-Kafka source's columns ``key`` (binary), ``value`` (binary, null = tombstone), ``partition``
-(int32), ``offset`` (int64), ``timestamp`` (int64 ms, or an Arrow/pandas timestamp); output is
-`OUTPUT_SCHEMA`, one row per input row, same order.
+No Spark import: input is a pyarrow ``RecordBatch``/``Table`` with the Kafka source's columns
+``key`` (binary), ``value`` (binary, null = tombstone), ``partition`` (int32), ``offset`` (int64),
+``timestamp`` (int64 ms, or an Arrow timestamp); output is `OUTPUT_SCHEMA`, one row per input
+row, same order.
 
 Two paths, one answer:
 
@@ -16,28 +16,30 @@ Two paths, one answer:
 ``decode_arrow(batch, fast_path=False)`` runs everything through the scalar path; a hypothesis
 test asserts both produce identical output for arbitrary and mutated input.
 
-Offset commits are fully described by the flat columns (``payload`` is null unless the record has
-unknown tagged fields); every other record type carries its full typed record in ``payload``
-(JSON, see `decoders.payload`; ``payload_to_record`` turns it back).
+The columns are `decoders.columns.DECODED` (`OUTPUT_SCHEMA` binds their Arrow types).  Offset
+commits are fully described by the flat columns (``payload`` is null unless the record has unknown
+tagged fields); every other record type carries its full typed record in ``payload`` (MessagePack,
+see `decoders.payload`; ``payload_to_record`` turns it back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, overload
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 
 from decoders.columnar import FlatResult, PaddedBuffer, StrColumn, decode_flat, is_flat
+from decoders.columns import DECODED, Column, spark_ddl
 from decoders.decode import decode_record
 from decoders.payload import record_to_payload
 from decoders.records import (
     DecodeError,
     DecodeResult,
+    ErrorKind,
     MemberKey,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -59,33 +61,23 @@ STATUS_ERROR: Final = "error"
 _STATUS_CODES: Final = {STATUS_OK: 0, STATUS_UNKNOWN: 1, STATUS_ERROR: 2}
 _STATUS_ARRAY: Final = pa.array([STATUS_OK, STATUS_UNKNOWN, STATUS_ERROR], pa.string())
 
-OUTPUT_SCHEMA: Final = pa.schema(
-    [
-        pa.field("status", pa.string(), nullable=False),  # "ok" | "unknown" (record type) | "error"
-        pa.field("record_type", pa.int16()),  # K; null only when the key has < 2 bytes
-        pa.field("value_version", pa.int16()),  # V; null for tombstones and unknown types
-        pa.field("group_id", pa.string()),  # every known type (also on errors when the key decoded)
-        pa.field("topic", pa.string()),  # K=0/1: the committed topic
-        pa.field("partition_num", pa.int32()),  # K=0/1: the committed partition
-        pa.field("member_id", pa.string()),  # K=5,7,8,10,13,14,19,21,22
-        pa.field("is_tombstone", pa.bool_(), nullable=False),  # value was null
-        pa.field("committed_offset", pa.int64()),  # K=0/1 values ...
-        pa.field("leader_epoch", pa.int32()),  # null when -1 / absent (V<3)
-        pa.field("metadata", pa.string()),  # null when ""
-        pa.field("commit_timestamp_ms", pa.int64()),
-        pa.field("expire_timestamp_ms", pa.int64()),  # V1 only; null when -1
-        pa.field("topic_id", pa.string()),  # V4 tag 0 (Kafka 4.1+), Kafka base64; null when absent
-        pa.field("payload", pa.string()),  # full typed record as JSON for all non-offset types
-        pa.field("ambiguous_layout", pa.bool_(), nullable=False),  # several share layouts fitted
-        pa.field("error_part", pa.string()),  # "key" | "value" when status == "error"
-        pa.field("error_field", pa.string()),  # e.g. "members[1].clientHost"
-        pa.field("error_position", pa.int32()),  # byte offset within key/value
-        pa.field("error_reason", pa.string()),
-        pa.field("source_partition", pa.int32(), nullable=False),  # __consumer_offsets partition
-        pa.field("source_offset", pa.int64(), nullable=False),
-        pa.field("source_timestamp_ms", pa.int64(), nullable=False),
-    ]
-)
+#: column type name (`decoders.columns`) -> Arrow type
+ARROW_TYPES: Final[dict[str, pa.DataType]] = {
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "bool": pa.bool_(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+}
+
+
+def arrow_schema(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([pa.field(c.name, ARROW_TYPES[c.type], nullable=c.nullable) for c in columns])
+
+
+OUTPUT_SCHEMA: Final = arrow_schema(DECODED)
+OUTPUT_SPARK_DDL: Final = spark_ddl(DECODED)  # the schema string Spark's mapInArrow wants
 
 # Typed-record attribute -> output column, for the flat offset-commit path (keys and values).
 KEY_COLUMNS: Final = {"group_id": "group_id", "topic": "topic", "partition": "partition_num"}
@@ -264,6 +256,37 @@ class _StringColumn:
         return self._array(views, extra, pa.string_view()).cast(pa.string())
 
 
+class _BinaryColumn:
+    """A mostly-null binary column (``payload``): the few set rows are kept as bytes, and the
+    Arrow buffers are built in one pass at the end."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: dict[int, bytes] = {}
+
+    def finish(self) -> pa.Array:
+        if not self.rows:
+            return pa.nulls(self.n, pa.binary())
+        items = sorted(self.rows.items())
+        at = np.fromiter((i for i, _ in items), dtype=np.int64, count=len(items))
+        lengths = np.zeros(self.n, dtype=np.int64)
+        lengths[at] = [len(b) for _, b in items]
+        offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        valid = np.zeros(self.n, dtype=np.bool_)
+        valid[at] = True
+        return pa.Array.from_buffers(
+            pa.binary(),
+            self.n,
+            [
+                pa.py_buffer(np.packbits(valid, bitorder="little")),
+                pa.py_buffer(offsets),
+                pa.py_buffer(b"".join(b for _, b in items)),
+            ],
+            null_count=self.n - len(items),
+        )
+
+
 # ============================================================================================
 # Input normalisation
 
@@ -373,6 +396,7 @@ def result_columns(result: DecodeResult) -> dict[str, Any]:
         "error_part": result.part,
         "error_field": result.field,
         "error_position": result.position,
+        "error_kind": str(result.kind),
         "error_reason": result.reason,
     }
     key = result.key
@@ -390,7 +414,8 @@ _INT_COLUMNS: Final = [
     f.name for f in OUTPUT_SCHEMA if pa.types.is_integer(f.type) and not f.name.startswith("source_")
 ]
 _STR_COLUMNS: Final = [f.name for f in OUTPUT_SCHEMA if pa.types.is_string(f.type) and f.name != "status"]
-_BOOL_COLUMNS: Final = ["is_tombstone", "ambiguous_layout"]
+_BIN_COLUMNS: Final = [f.name for f in OUTPUT_SCHEMA if pa.types.is_binary(f.type)]
+_BOOL_COLUMNS: Final = [f.name for f in OUTPUT_SCHEMA if pa.types.is_boolean(f.type)]
 
 # ============================================================================================
 # base64url of 16-byte UUIDs, vectorized (Kafka's Uuid.toString)
@@ -437,6 +462,7 @@ def _decode_chunk(
     ints = {name: _IntColumn(n, OUTPUT_SCHEMA.field(name).type) for name in _INT_COLUMNS}
     strs = {name: _StringColumn(n) for name in _STR_COLUMNS}
     bools = {name: np.zeros(n, dtype=np.bool_) for name in _BOOL_COLUMNS}
+    bins = {name: _BinaryColumn(n) for name in _BIN_COLUMNS}
     status = np.zeros(n, dtype=np.int8)
     bools["is_tombstone"][:] = ~vvalid
 
@@ -464,7 +490,7 @@ def _decode_chunk(
 
     slow = np.flatnonzero(~ok)
     if slow.size:
-        outputs = _Outputs(ints, strs, bools, status)
+        outputs = _Outputs(ints, strs, bools, bins, status)
         _fill_slow(slow, (koff, kdata, kvalid), (voff, vdata, vvalid), (partition, offset, ts), outputs)
 
     arrays: dict[str, pa.Array] = {
@@ -479,6 +505,8 @@ def _decode_chunk(
         arrays[name] = strcol.finish()
     for name, bv in bools.items():
         arrays[name] = pa.array(bv, pa.bool_())
+    for name, bc in bins.items():
+        arrays[name] = bc.finish()
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
 
 
@@ -487,6 +515,7 @@ class _Outputs:
     ints: dict[str, _IntColumn]
     strs: dict[str, _StringColumn]
     bools: dict[str, Bool]
+    bins: dict[str, _BinaryColumn]
     status: npt.NDArray[np.int8]
 
 
@@ -507,7 +536,9 @@ def _fill_slow(
         if kvalid[i]:
             result = decode_record(kbytes[koff[i] : koff[i + 1]], v, src)
         else:
-            result = DecodeError(src, None, None, "key", "type", 0, "malformed: null key", None, b"", v)
+            result = DecodeError(
+                src, None, None, "key", "type", 0, ErrorKind.MALFORMED, "malformed: null key", None, b"", v
+            )
         rows.append(result_columns(result))
     status[slow] = [_STATUS_CODES[c["status"]] for c in rows]
     for name, arr in bools.items():
@@ -522,6 +553,11 @@ def _fill_slow(
         for i, text in zip(slow.tolist(), texts, strict=True):
             if text is not None:
                 scol.set(i, text)
+    for name, bcol in out.bins.items():
+        for i, c in zip(slow.tolist(), rows, strict=True):
+            blob = c.get(name)
+            if blob is not None:
+                bcol.rows[i] = blob
 
 
 _ATTR_CACHE: dict[tuple[int, str], str] = {}
@@ -653,61 +689,3 @@ def decode_arrow(data: pa.RecordBatch | pa.Table, *, fast_path: bool = True) -> 
     ValueError/TypeError only when the input is not shaped like Kafka rows at all.
     """
     return _decode_arrow_batch(data, fast_path)
-
-
-def map_in_arrow(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function to hand to ``DataFrame.mapInArrow(map_in_arrow, OUTPUT_SPARK_DDL)``."""
-    for batch in batches:
-        yield decode_arrow(batch)
-
-
-_PANDAS_TYPES: Final[dict[pa.DataType, Any]] = {
-    pa.int16(): pd.Int16Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.int64(): pd.Int64Dtype(),
-    pa.bool_(): pd.BooleanDtype(),
-}
-
-
-def _pandas_types(t: pa.DataType) -> Any:
-    return _PANDAS_TYPES.get(t)
-
-
-def decode_pandas(df: pd.DataFrame, *, fast_path: bool = True) -> pd.DataFrame:
-    """pandas in, pandas out (for ``mapInPandas``).  Integer columns use pandas' nullable dtypes
-    (``Int64`` ...), strings are Python objects (None for null)."""
-    cols = ["key", "value", "partition", "offset", "timestamp"]
-    table = pa.Table.from_pandas(df[cols], preserve_index=False)
-    out: pd.DataFrame = decode_arrow(table, fast_path=fast_path).to_pandas(types_mapper=_pandas_types)
-    return out
-
-
-def map_in_pandas(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """The function to hand to ``DataFrame.mapInPandas(map_in_pandas, OUTPUT_SPARK_DDL)``."""
-    for df in frames:
-        yield decode_pandas(df)
-
-
-@overload
-def decode_batch(data: pd.DataFrame, *, fast_path: bool = True) -> pd.DataFrame: ...
-@overload
-def decode_batch(data: pa.RecordBatch | pa.Table, *, fast_path: bool = True) -> pa.RecordBatch: ...
-def decode_batch(data: Any, *, fast_path: bool = True) -> Any:
-    """Arrow in -> RecordBatch out; pandas in -> DataFrame out."""
-    if isinstance(data, pa.RecordBatch | pa.Table):
-        return decode_arrow(data, fast_path=fast_path)
-    return decode_pandas(data, fast_path=fast_path)
-
-
-def _spark_ddl() -> str:
-    names = {
-        pa.string(): "STRING",
-        pa.int16(): "SMALLINT",
-        pa.int32(): "INT",
-        pa.int64(): "BIGINT",
-        pa.bool_(): "BOOLEAN",
-    }
-    return ", ".join(f"{f.name} {names[f.type]}" for f in OUTPUT_SCHEMA)
-
-
-OUTPUT_SPARK_DDL: Final = _spark_ddl()  # the schema string Spark's mapInArrow/mapInPandas want

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from decoders.interpreter import RawStruct, struct_reader, typed_builder
-from decoders.records import ConsumerAssignment, ConsumerSubscription
+from decoders.records import ConsumerAssignment, ConsumerSubscription, ErrorKind
 from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_PROTOCOL_MAX_VERSION, CONSUMER_SUBSCRIPTION
 from decoders.wire import WireError, read_int16
 
@@ -27,6 +27,7 @@ class EmbeddedFailure:
 
     field: str
     position: int
+    kind: ErrorKind
     reason: str
 
 
@@ -43,18 +44,18 @@ def _read(blob: bytes, schema: Any, allow_empty: bool) -> RawEmbedded | Embedded
     if not blob:
         if allow_empty:
             return RawEmbedded(None, None, {"assignedPartitions": [], "userData": None})
-        return EmbeddedFailure("version", 0, "truncated: empty blob has no version")
+        return EmbeddedFailure("version", 0, ErrorKind.TRUNCATED, "truncated: empty blob has no version")
     try:
         version, pos = read_int16(blob, 0, len(blob))
     except WireError as e:
-        return EmbeddedFailure("version", e.position, e.reason)
+        return EmbeddedFailure("version", e.position, e.kind, e.reason)
     if version < 0:
-        return EmbeddedFailure("version", 0, f"malformed: negative version {version}")
+        return EmbeddedFailure("version", 0, ErrorKind.MALFORMED, f"malformed: negative version {version}")
     read_as = min(version, CONSUMER_PROTOCOL_MAX_VERSION)
     try:
         fields, _ = struct_reader(schema, read_as, False)(blob, pos, len(blob))
     except WireError as e:
-        return EmbeddedFailure(e.field_path(), e.position, e.reason)
+        return EmbeddedFailure(e.field_path(), e.position, e.kind, e.reason)
     # Trailing bytes are ignored, as the Java client does (ConsumerProtocol.deserialize*).
     return RawEmbedded(version, read_as, fields)
 

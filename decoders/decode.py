@@ -25,7 +25,7 @@ returned.  Details and the reasoning: decoders/README.md, "Layouts that share a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from decoders.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -38,6 +38,7 @@ from decoders.records import (
     NO_SOURCE,
     DecodeError,
     DecodeResult,
+    ErrorKind,
     GroupMember,
     Record,
     Source,
@@ -90,6 +91,7 @@ def decode_raw(
             part="key",
             field="",
             position=0,
+            kind=ErrorKind.INTERNAL,
             reason=f"internal decoder error: {exc!r}",
             key_bytes=bytes(key),
             value_bytes=None if value is None else bytes(value),
@@ -105,6 +107,7 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
             "key",
             TYPE_FIELD,
             0,
+            ErrorKind.TRUNCATED,
             f"truncated: int16 needs 2 bytes, {len(key)} left",
             None,
             key,
@@ -119,7 +122,9 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
     try:
         key_raw, pos = struct_reader(rt.key, 0, False)(key, 2, len(key))
     except WireError as e:
-        return DecodeError(source, k, None, "key", e.field_path(), e.position, e.reason, None, key, value)
+        return DecodeError(
+            source, k, None, "key", e.field_path(), e.position, e.kind, e.reason, None, key, value
+        )
     if pos != len(key):
         return DecodeError(
             source,
@@ -128,6 +133,7 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
             "key",
             END_FIELD,
             pos,
+            ErrorKind.TRAILING_BYTES,
             f"malformed: {len(key) - pos} bytes after the last key field",
             None,
             key,
@@ -135,31 +141,41 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
         )
     if value is None:
         return RawRecord(source, rt, key_raw, None, None, key_bytes=key, value_bytes=None)
+    return _decode_value(_Ctx(source, rt, key_raw, key, value))
 
+
+def _decode_value(ctx: _Ctx) -> RawRecord | DecodeError:
+    """The value half: its version, then the newest layout of that version that fits exactly."""
+    source, rt, key_raw, key, value = ctx.source, ctx.rt, ctx.key_raw, ctx.key, ctx.value
+    k = rt.k
     family = rt.value
-    ctx = _Ctx(source, rt, key_raw, key, value)
     if len(value) < 2:
-        return _value_error(ctx, None, VERSION_FIELD, 0, f"truncated: int16 needs 2 bytes, {len(value)} left")
+        return _value_error(
+            ctx,
+            None,
+            _Failure(
+                VERSION_FIELD, 0, ErrorKind.TRUNCATED, f"truncated: int16 needs 2 bytes, {len(value)} left"
+            ),
+        )
     v = _int16(value)
     if v not in family.versions:
         known = family.versions
         reason = f"unknown value version {v} of {family.name} (record type {k}; known versions {known})"
-        return _value_error(ctx, v, VERSION_FIELD, 0, reason)
+        return _value_error(ctx, v, _Failure(VERSION_FIELD, 0, ErrorKind.UNKNOWN_VERSION, reason))
     flexible = family.is_flexible(v)
     layouts = family.layouts_for(v)
 
     fits: list[tuple[Layout, RawStruct]] = []
-    failures: list[tuple[Layout, str, int, str]] = []
+    failures: list[tuple[Layout, _Failure]] = []
     for layout in layouts:
         try:
             raw, end = struct_reader(layout.struct, v, flexible)(value, 2, len(value))
         except WireError as e:
-            failures.append((layout, e.field_path(), e.position, e.reason))
+            failures.append((layout, _Failure(e.field_path(), e.position, e.kind, e.reason)))
             continue
         if end != len(value):
-            failures.append(
-                (layout, END_FIELD, end, f"malformed: {len(value) - end} bytes after the last value field")
-            )
+            reason = f"malformed: {len(value) - end} bytes after the last value field"
+            failures.append((layout, _Failure(END_FIELD, end, ErrorKind.TRAILING_BYTES, reason)))
             continue
         fits.append((layout, raw))
 
@@ -177,14 +193,12 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
             value_bytes=value,
         )
     if len(layouts) == 1:
-        _, fld, position, reason = failures[0]
-        return _value_error(ctx, v, fld, position, reason)
+        return _value_error(ctx, v, failures[0][1])
     # No candidate fits: report the one that got furthest (ties: the newest).
-    best = max(failures, key=lambda f: f[2])
+    best_layout, best = max(failures, key=lambda f: f[1].position)
     labels = ", ".join(lay.label for lay in layouts)
-    return _value_error(
-        ctx, v, best[1], best[2], f"no candidate layout ({labels}) fits; {best[0].label}: {best[3]}"
-    )
+    reason = f"no candidate layout ({labels}) fits; {best_layout.label}: {best.reason}"
+    return _value_error(ctx, v, best._replace(kind=ErrorKind.NO_LAYOUT, reason=reason))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +212,29 @@ class _Ctx:
     value: bytes
 
 
-def _value_error(ctx: _Ctx, version: int | None, field: str, position: int, reason: str) -> DecodeError:
+class _Failure(NamedTuple):
+    """Where and why a value stopped decoding."""
+
+    field: str
+    position: int
+    kind: ErrorKind
+    reason: str
+
+
+def _value_error(ctx: _Ctx, version: int | None, f: _Failure) -> DecodeError:
     typed_key = typed_builder(ctx.rt.key, 0)(ctx.key_raw)
     return DecodeError(
-        ctx.source, ctx.rt.k, version, "value", field, position, reason, typed_key, ctx.key, ctx.value
+        ctx.source,
+        ctx.rt.k,
+        version,
+        "value",
+        f.field,
+        f.position,
+        f.kind,
+        f.reason,
+        typed_key,
+        ctx.key,
+        ctx.value,
     )
 
 
@@ -268,6 +301,7 @@ def _embedded_error(raw: RawRecord, index: int, part: str, blob: bytes, result: 
         part=part,
         field=path,
         position=result.position,
+        kind=result.kind,
         reason=result.reason,
         key=None,
         key_bytes=b"",
@@ -288,6 +322,7 @@ def decode_record(key: bytes, value: bytes | None, source: Source = NO_SOURCE) -
         return to_record(raw)
     except Exception as exc:  # a builder bug must not stop the stream
         return DecodeError(
-            source, raw.record_type.k, raw.value_version, "value", "", 0, f"internal decoder error: {exc!r}",
+            source, raw.record_type.k, raw.value_version, "value", "", 0, ErrorKind.INTERNAL,
+            f"internal decoder error: {exc!r}",
             None, raw.key_bytes, raw.value_bytes,
         )  # fmt: skip

@@ -14,6 +14,7 @@ import base64
 import dataclasses
 from typing import Any, Final, Protocol
 
+from decoders.records import ErrorKind
 from decoders.schema import (
     BYTES,
     STRING,
@@ -207,7 +208,11 @@ def _read_trailer(
     if count == 0:
         return pos
     if count * 2 > end - pos:
-        err = WireError(pos, f"malformed: {count} tagged fields cannot fit in the {end - pos} bytes left")
+        err = WireError(
+            pos,
+            ErrorKind.MALFORMED,
+            f"malformed: {count} tagged fields cannot fit in the {end - pos} bytes left",
+        )
         err.path.append(TAGS_FIELD)
         raise err
     unknown: list[tuple[int, bytes]] = []
@@ -223,13 +228,19 @@ def _read_trailer(
         entry = tagged.get(tag)
         name = entry[0] if entry is not None else TAGS_FIELD
         if tag <= last:
-            err = WireError(tag_pos, f"malformed: tag {tag} after tag {last} (tags must ascend)")
+            err = WireError(
+                tag_pos, ErrorKind.MALFORMED, f"malformed: tag {tag} after tag {last} (tags must ascend)"
+            )
             err.path.append(name)
             raise err
         last = tag
         fend = pos + size
         if fend > end:
-            err = WireError(tag_pos, f"truncated: tagged field {tag} of {size} bytes, {end - pos} left")
+            err = WireError(
+                tag_pos,
+                ErrorKind.TRUNCATED,
+                f"truncated: tagged field {tag} of {size} bytes, {end - pos} left",
+            )
             err.path.append(name)
             raise err
         if entry is None:
@@ -242,7 +253,9 @@ def _read_trailer(
                 raise
             if p != fend:
                 err = WireError(
-                    tag_pos, f"malformed: tagged field {tag} declares {size} bytes, its value uses {p - pos}"
+                    tag_pos,
+                    ErrorKind.MALFORMED,
+                    f"malformed: tagged field {tag} declares {size} bytes, its value uses {p - pos}",
                 )
                 err.path.append(name)
                 raise err

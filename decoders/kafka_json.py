@@ -39,7 +39,7 @@ from decoders.consumer_protocol import (
 )
 from decoders.decode import RawRecord, decode_raw
 from decoders.interpreter import UNKNOWN_TAGS, RawStruct, kafka_uuid
-from decoders.records import NO_SOURCE, DecodeError, Source, UnknownRecord
+from decoders.records import NO_SOURCE, DecodeError, ErrorKind, Source, UnknownRecord
 from decoders.schema import BYTES, UUID, ArrayOf, Field, FieldType, Primitive, Struct
 from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION
 
@@ -106,7 +106,14 @@ def struct_json(
 
 def _embedded_json(raw: RawEmbedded | EmbeddedFailure, schema: Struct) -> dict[str, Any]:
     if isinstance(raw, EmbeddedFailure):
-        return {"error": {"field": raw.field, "position": raw.position, "reason": raw.reason}}
+        return {
+            "error": {
+                "field": raw.field,
+                "position": raw.position,
+                "kind": str(raw.kind),
+                "reason": raw.reason,
+            }
+        }
     out: dict[str, Any] = {"version": raw.version}
     if raw.read_as != raw.version:
         out["readAsVersion"] = raw.read_as
@@ -160,6 +167,7 @@ def error_json(err: DecodeError) -> dict[str, Any]:
             "part": err.part,
             "field": err.field,
             "position": err.position,
+            "kind": str(err.kind),
             "reason": err.reason,
             "key": err.key_bytes.hex(),
             "value": None if err.value_bytes is None else err.value_bytes.hex(),
@@ -190,7 +198,7 @@ def record_json(key: bytes, value: bytes | None, source: Source | None = None) -
             body, status = raw_record_json(raw), STATUS_OK
         except Exception as exc:  # a bug in this module must not become a traceback
             err = DecodeError(
-                raw.source, raw.record_type.k, raw.value_version, "value", "", 0,
+                raw.source, raw.record_type.k, raw.value_version, "value", "", 0, ErrorKind.INTERNAL,
                 f"internal decoder error: {exc!r}", None, raw.key_bytes, raw.value_bytes,
             )  # fmt: skip
             body, status = error_json(err), STATUS_ERROR

@@ -22,6 +22,7 @@ Kafka-shaped JSON (`decoders.kafka_json`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final, Generic, TypeVar
 
 TopicId = str  # Kafka's base64 rendering of a topic UUID
@@ -77,6 +78,25 @@ class UnknownRecord:
     value_bytes: bytes | None
 
 
+class ErrorKind(StrEnum):
+    """What is wrong with undecodable bytes, as a small closed set: the metric label (the free-text
+    ``reason`` carries the details -- byte counts, the value read -- for humans)."""
+
+    #: the bytes end inside a field (also: a key or value shorter than its int16 prefix)
+    TRUNCATED = "truncated"
+    #: a value the format forbids: negative length, null where not nullable, over-long varint,
+    #: invalid UTF-8, tagged fields out of order, a null key
+    MALFORMED = "malformed"
+    #: bytes left after the last field (real brokers never write any; spec "Strictness")
+    TRAILING_BYTES = "trailing_bytes"
+    #: a value version this decoder does not know for a known record type
+    UNKNOWN_VERSION = "unknown_version"
+    #: a version written with several layouts (KIP-932 share records) and no known one fits
+    NO_LAYOUT = "no_layout"
+    #: a decoder bug, reported as data instead of stopping the stream
+    INTERNAL = "internal"
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeError:
     """A record (or an embedded consumer-protocol blob) that could not be decoded.
@@ -85,6 +105,8 @@ class DecodeError:
     field    -- path of the field being read, in Kafka's spelling, e.g. "members[1].clientHost";
                 "type" / "version" for the int16 prefixes.
     position -- byte offset (within the bytes named by ``part``) where that field starts.
+    kind     -- the class of the problem (`ErrorKind`): what metrics count by.
+    reason   -- the problem in words, for humans ("truncated: string of 9 bytes, 2 left").
     key      -- the decoded key when only the value failed, so errors can be attributed to a group.
     """
 
@@ -94,6 +116,7 @@ class DecodeError:
     part: str
     field: str
     position: int
+    kind: ErrorKind
     reason: str
     key: Any = None
     key_bytes: bytes = b""

@@ -76,8 +76,6 @@ UUID: Final = Primitive("uuid", 16)
 STRING: Final = Primitive("string", None)
 BYTES: Final = Primitive("bytes", None)
 
-INT_TYPES: Final = (INT8, INT16, INT32, INT64, UINT16)
-
 
 @dataclass(frozen=True, slots=True)
 class ArrayOf:

@@ -17,6 +17,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
+from decoders.records import ErrorKind
+
 Reader = Callable[[bytes, int, int], tuple[Any, int]]
 
 _I8: Final = struct.Struct(">b")
@@ -32,11 +34,12 @@ TAGS_FIELD: Final = "_taggedFields"  # pseudo field name for the tagged-field tr
 class WireError(Exception):
     """Raised inside the decoder only; ``path`` is filled innermost-first while unwinding."""
 
-    __slots__ = ("path", "position", "reason")
+    __slots__ = ("kind", "path", "position", "reason")
 
-    def __init__(self, position: int, reason: str) -> None:
+    def __init__(self, position: int, kind: ErrorKind, reason: str) -> None:
         super().__init__(reason)
         self.position = position
+        self.kind = kind
         self.reason = reason
         self.path: list[str] = []
 
@@ -51,7 +54,9 @@ class WireError(Exception):
 
 
 def _truncated(pos: int, end: int, what: str, need: int) -> WireError:
-    return WireError(pos, f"truncated: {what} needs {need} bytes, {max(end - pos, 0)} left")
+    return WireError(
+        pos, ErrorKind.TRUNCATED, f"truncated: {what} needs {need} bytes, {max(end - pos, 0)} left"
+    )
 
 
 def read_int8(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -98,7 +103,7 @@ def read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     p = pos
     while True:
         if p >= end:
-            raise WireError(pos, "truncated: unsigned varint")
+            raise WireError(pos, ErrorKind.TRUNCATED, "truncated: unsigned varint")
         b = buf[p]
         p += 1
         result |= (b & 0x7F) << shift
@@ -106,9 +111,9 @@ def read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
             break
         shift += 7
         if shift >= 35:
-            raise WireError(pos, "malformed: unsigned varint longer than 5 bytes")
+            raise WireError(pos, ErrorKind.MALFORMED, "malformed: unsigned varint longer than 5 bytes")
     if result > INT32_MAX:
-        raise WireError(pos, f"malformed: unsigned varint {result} exceeds int32")
+        raise WireError(pos, ErrorKind.MALFORMED, f"malformed: unsigned varint {result} exceeds int32")
     return result, p
 
 
@@ -116,7 +121,9 @@ def _utf8(buf: bytes, start: int, stop: int, pos: int) -> str:
     try:
         return buf[start:stop].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise WireError(pos, f"malformed: invalid UTF-8 at string byte {exc.start}") from None
+        raise WireError(
+            pos, ErrorKind.MALFORMED, f"malformed: invalid UTF-8 at string byte {exc.start}"
+        ) from None
 
 
 def string_reader(nullable: bool, compact: bool) -> Reader:
@@ -128,10 +135,12 @@ def string_reader(nullable: bool, compact: bool) -> Reader:
             if n1 == 0:
                 if nullable:
                     return None, p
-                raise WireError(pos, "malformed: null in a non-nullable string")
+                raise WireError(pos, ErrorKind.MALFORMED, "malformed: null in a non-nullable string")
             stop = p + n1 - 1
             if stop > end:
-                raise WireError(pos, f"truncated: string of {n1 - 1} bytes, {end - p} left")
+                raise WireError(
+                    pos, ErrorKind.TRUNCATED, f"truncated: string of {n1 - 1} bytes, {end - p} left"
+                )
             return _utf8(buf, p, stop, pos), stop
 
         return read_compact_string
@@ -145,15 +154,17 @@ def string_reader(nullable: bool, compact: bool) -> Reader:
             if n == -1 and nullable:
                 return None, p
             if n == -1:
-                raise WireError(pos, "malformed: null in a non-nullable string")
-            raise WireError(pos, f"malformed: negative string length {n}")
+                raise WireError(pos, ErrorKind.MALFORMED, "malformed: null in a non-nullable string")
+            raise WireError(pos, ErrorKind.MALFORMED, f"malformed: negative string length {n}")
         stop = p + n
         if stop > end:
-            raise WireError(pos, f"truncated: string of {n} bytes, {end - p} left")
+            raise WireError(pos, ErrorKind.TRUNCATED, f"truncated: string of {n} bytes, {end - p} left")
         try:  # inlined (not _utf8): this is the hottest scalar read
             return buf[p:stop].decode("utf-8"), stop
         except UnicodeDecodeError as exc:
-            raise WireError(pos, f"malformed: invalid UTF-8 at string byte {exc.start}") from None
+            raise WireError(
+                pos, ErrorKind.MALFORMED, f"malformed: invalid UTF-8 at string byte {exc.start}"
+            ) from None
 
     return read_string
 
@@ -167,10 +178,12 @@ def bytes_reader(nullable: bool, compact: bool) -> Reader:
             if n1 == 0:
                 if nullable:
                     return None, p
-                raise WireError(pos, "malformed: null in non-nullable bytes")
+                raise WireError(pos, ErrorKind.MALFORMED, "malformed: null in non-nullable bytes")
             stop = p + n1 - 1
             if stop > end:
-                raise WireError(pos, f"truncated: bytes of length {n1 - 1}, {end - p} left")
+                raise WireError(
+                    pos, ErrorKind.TRUNCATED, f"truncated: bytes of length {n1 - 1}, {end - p} left"
+                )
             return buf[p:stop], stop
 
         return read_compact_bytes
@@ -184,10 +197,10 @@ def bytes_reader(nullable: bool, compact: bool) -> Reader:
             if n == -1 and nullable:
                 return None, p
             if n == -1:
-                raise WireError(pos, "malformed: null in non-nullable bytes")
-            raise WireError(pos, f"malformed: negative bytes length {n}")
+                raise WireError(pos, ErrorKind.MALFORMED, "malformed: null in non-nullable bytes")
+            raise WireError(pos, ErrorKind.MALFORMED, f"malformed: negative bytes length {n}")
         if p + n > end:
-            raise WireError(pos, f"truncated: bytes of length {n}, {end - p} left")
+            raise WireError(pos, ErrorKind.TRUNCATED, f"truncated: bytes of length {n}, {end - p} left")
         return buf[p : p + n], p + n
 
     return read_bytes
@@ -209,13 +222,17 @@ def array_count_reader(nullable: bool, compact: bool, min_element_size: int) -> 
             n = _I32.unpack_from(buf, pos)[0]
             p = pos + 4
             if n < -1:
-                raise WireError(pos, f"malformed: negative array length {n}")
+                raise WireError(pos, ErrorKind.MALFORMED, f"malformed: negative array length {n}")
         if n == -1:
             if nullable:
                 return -1, p
-            raise WireError(pos, "malformed: null in a non-nullable array")
+            raise WireError(pos, ErrorKind.MALFORMED, "malformed: null in a non-nullable array")
         if n * min_size > end - p:
-            raise WireError(pos, f"malformed: array of {n} elements cannot fit in the {end - p} bytes left")
+            raise WireError(
+                pos,
+                ErrorKind.MALFORMED,
+                f"malformed: array of {n} elements cannot fit in the {end - p} bytes left",
+            )
         return n, p
 
     return read_count

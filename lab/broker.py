@@ -5,6 +5,15 @@ resolved from Maven Central, run with the system's ``java``; it formats its own 
 work directory, listens on free loopback ports, and is stopped with a controlled shutdown (SIGTERM)
 or killed.  On Linux the JVM also receives SIGKILL if the Python process that started it dies
 (PR_SET_PDEATHSIG), so a killed test run leaves no orphan ``java``.
+
+With ``BrokerSettings(secured=True)`` the broker also listens with SASL_SSL (SCRAM-SHA-512) and
+SSL (mutual TLS) beside PLAINTEXT, with certificates made at start (`lab.pki`), a SCRAM super user
+``admin`` written into the storage at format time (``--add-scram``), and Kafka's StandardAuthorizer
+on.  PLAINTEXT clients are the principal ``User:ANONYMOUS``, which is a super user: every test that
+speaks PLAINTEXT keeps full access, while the users made on the secured listeners hold only the
+ACLs a test grants them.  (Not ``allow.everyone.if.no.acl.found=true``: it would let those users
+reach every resource that has no ACL at all -- ``__consumer_offsets`` among them -- and a test of
+the minimal ACL list would prove nothing.)
 """
 
 from __future__ import annotations
@@ -25,9 +34,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab.pki import KeyPair, Pki
 from streaming.pipeline.jars import kafka_classpath, kafka_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the SCRAM super user of a secured broker (created at format time) and its password
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-Secret-0"
+#: the keystore password of the broker's and the clients' PKCS#12 files
+KEYSTORE_PASSWORD = "keystore-Secret-0"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
 class BrokerStartError(RuntimeError):
@@ -52,6 +68,8 @@ class BrokerSettings:
     group_consumer_min_session_timeout_ms: int = 1000
     group_consumer_session_timeout_ms: int = 6000
     heap: str = "768m"
+    #: SASL_SSL (SCRAM-SHA-512) and SSL (mTLS) listeners, the StandardAuthorizer (see module doc)
+    secured: bool = False
     #: any other server.properties entry, verbatim
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -104,8 +122,12 @@ class LocalKafka:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cm-kafka-"))
         self.port = 0
         self.controller_port = 0
+        self.sasl_port = 0
+        self.ssl_port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.cluster_id = ""
+        self.pki: Pki | None = None
+        self._certs: dict[str, KeyPair] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
@@ -113,6 +135,20 @@ class LocalKafka:
         if not self.port:
             raise RuntimeError("broker not started")
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL_SSL (SCRAM-SHA-512) listener of a secured broker."""
+        if not self.sasl_port:
+            raise RuntimeError("broker not started with secured=True")
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listener (client certificates required) of a secured broker."""
+        if not self.ssl_port:
+            raise RuntimeError("broker not started with secured=True")
+        return f"127.0.0.1:{self.ssl_port}"
 
     @property
     def log_path(self) -> Path:
@@ -172,8 +208,88 @@ class LocalKafka:
                     "group.streams.heartbeat.interval.ms": "500",
                 }
             )
+        if s.secured:
+            props.update(self._secured_properties())
         props.update(s.extra)
         return props
+
+    def _secured_properties(self) -> dict[str, str]:
+        assert self.pki is not None
+        plain = f"PLAINTEXT://127.0.0.1:{self.port}"
+        sasl, ssl = f"SASL_SSL://127.0.0.1:{self.sasl_port}", f"SSL://127.0.0.1:{self.ssl_port}"
+        return {
+            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{sasl},{ssl}",
+            "advertised.listeners": f"{plain},{sasl},{ssl}",
+            "listener.security.protocol.map": (
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"
+            ),
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.pki.dir / "broker.p12"),
+            "ssl.keystore.password": KEYSTORE_PASSWORD,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.pki.ca_cert),
+            "listener.name.ssl.ssl.client.auth": "required",
+            # a client certificate's CN is its principal: CN=mirror-tls -> User:mirror-tls
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # ANONYMOUS: every PLAINTEXT client (the other tests, the lab) and the controller link
+            "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    def client_options(self, listener: str, user: str, password: str = "") -> dict[str, str]:
+        """Java client options (Spark's Kafka source, ``--kafka-options``) for ``user`` on the
+        ``SASL_SSL`` listener (SCRAM ``password``) or the ``SSL`` listener (``user``'s certificate,
+        issued by `client_cert`)."""
+        assert self.pki is not None
+        common = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.pki.ca_cert)}
+        if listener == "SASL_SSL":
+            return {
+                **common,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": SCRAM_MECHANISM,
+                "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{user}" password="{password}";',
+            }
+        pair = self.client_cert(user)
+        return {
+            **common,
+            "security.protocol": "SSL",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pair.keystore),
+            "ssl.keystore.password": pair.password,
+        }
+
+    def librdkafka_options(self, listener: str, user: str, password: str = "") -> dict[str, str]:
+        """The same as `client_options` in librdkafka's names (``coordinator-mirror capture``)."""
+        assert self.pki is not None
+        common = {"ssl.ca.location": str(self.pki.ca_cert)}
+        if listener == "SASL_SSL":
+            return {
+                **common,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": SCRAM_MECHANISM,
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        pair = self.client_cert(user)
+        return {
+            **common,
+            "security.protocol": "SSL",
+            "ssl.certificate.location": str(pair.cert_pem),
+            "ssl.key.location": str(pair.key_pem),
+        }
+
+    def client_cert(self, user: str) -> KeyPair:
+        """``user``'s client certificate from the broker's CA (made once)."""
+        assert self.pki is not None
+        if user not in self._certs:
+            self._certs[user] = self.pki.issue(user, KEYSTORE_PASSWORD)
+        return self._certs[user]
 
     def _write_configs(self) -> tuple[Path, Path]:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -216,9 +332,11 @@ class LocalKafka:
             self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             if not self.cluster_id.startswith("-"):
                 break
-        cmd = self._java(
-            "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(server), log4j=log4j
-        )
+        args = ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(server)]
+        if self.settings.secured:
+            # KIP-900: SCRAM credentials written into the KRaft metadata before the first start
+            args += ["--add-scram", f"{SCRAM_MECHANISM}=[name={ADMIN_USER},password={ADMIN_PASSWORD}]"]
+        cmd = self._java(*args, log4j=log4j)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if out.returncode != 0:
             raise BrokerStartError(f"formatting KRaft storage failed:\n{out.stdout}\n{out.stderr}")
@@ -229,6 +347,11 @@ class LocalKafka:
         last_error = ""
         for _attempt in range(3):  # a free port can be taken between probing and binding
             self.port, self.controller_port = _free_port(), _free_port()
+            if self.settings.secured:
+                self.sasl_port, self.ssl_port = _free_port(), _free_port()
+                if self.pki is None:
+                    self.pki = Pki(self.workdir / "pki")
+                    self.pki.issue("broker", KEYSTORE_PASSWORD, server=True)
             if self.data_dir.exists():
                 shutil.rmtree(self.data_dir)
             server, log4j = self._write_configs()

@@ -127,7 +127,14 @@ class Settings(BaseSettings):
         None, description="cluster for events_topic/offsets_topic (default: bootstrap_servers)"
     )
     output_kafka_options: dict[str, str] = Field(
-        default_factory=dict, description="producer options for the output topics (default: kafka_options)"
+        default_factory=dict,
+        description="producer options for the output topics (default: kafka_options, but only when "
+        "the output cluster is the source cluster -- see output_inherit_kafka_options)",
+    )
+    output_inherit_kafka_options: bool = Field(
+        False,
+        description="send kafka_options (the source cluster's credentials) to a different "
+        "output_bootstrap_servers when output_kafka_options is empty; off: such a setup fails at start",
     )
 
     # -- serving --------------------------------------------------------------------------------
@@ -137,6 +144,39 @@ class Settings(BaseSettings):
     metrics_per_partition: bool = Field(True, description="export per-partition committed-offset series")
     metrics_group_regex: str | None = Field(
         None, description="only groups matching this regex get per-partition series"
+    )
+    snapshot_cache_bytes: int = Field(
+        64 * 2**20,
+        ge=0,
+        description="memory for rendered GET /groups/{id} snapshots, least recently read dropped first "
+        "(approximate bytes; 0 = render on every read)",
+    )
+    http_tls_cert_file: Path | None = Field(
+        None, description="PEM certificate (chain) file: serve HTTPS instead of HTTP (with http_tls_key_file)"
+    )
+    http_tls_key_file: Path | None = Field(None, description="PEM private key file of http_tls_cert_file")
+    http_auth_token_file: Path | None = Field(
+        None,
+        description="file holding the bearer token every request must carry (Authorization: Bearer "
+        "...), e.g. a mounted Kubernetes Secret; read at start, never a flag value",
+    )
+    http_basic_auth_file: Path | None = Field(
+        None,
+        description="file holding `user:password` lines for HTTP basic authentication (a mounted "
+        "Secret); either this or http_auth_token_file",
+    )
+    http_open_probes: bool = Field(
+        True,
+        description="with authentication on, leave /healthz and /ready open (for kubelet probes, "
+        "which carry no credentials)",
+    )
+    http_idle_timeout_s: float = Field(
+        15.0, gt=0, description="seconds an HTTP keep-alive connection may stay idle before it is closed"
+    )
+    http_openmetrics: bool = Field(
+        False,
+        description="answer /metrics in the OpenMetrics format to scrapers that prefer it (rendered "
+        "through prometheus_client: several times slower than the default text format at 10k groups)",
     )
 
     group_allow_regex: str | None = Field(
@@ -236,6 +276,25 @@ class Settings(BaseSettings):
             raise ValueError(
                 "output_bootstrap_servers: events_topic/offsets_topic need it (or bootstrap_servers)"
             )
+        if (
+            (self.events_topic or self.offsets_topic)
+            and self.output_is_other_cluster()
+            and self.kafka_options
+            and not self.output_kafka_options
+            and not self.output_inherit_kafka_options
+        ):
+            raise ValueError(
+                "output_kafka_options: output_bootstrap_servers names another cluster than "
+                "bootstrap_servers, so the source's kafka_options (its credentials) are not sent there "
+                "by default: set output_kafka_options for that cluster (e.g. security.protocol=PLAINTEXT), "
+                "or output_inherit_kafka_options=true to send the same options on purpose"
+            )
+        if (self.http_tls_cert_file is None) != (self.http_tls_key_file is None):
+            raise ValueError("http_tls_key_file: http_tls_cert_file and http_tls_key_file go together")
+        if self.http_auth_token_file and self.http_basic_auth_file:
+            raise ValueError(
+                "http_basic_auth_file: choose one of http_auth_token_file and http_basic_auth_file"
+            )
         return self
 
     @classmethod
@@ -282,19 +341,76 @@ class Settings(BaseSettings):
     def output_bootstrap(self) -> str | None:
         return self.output_bootstrap_servers or self.bootstrap_servers
 
+    def output_is_other_cluster(self) -> bool:
+        """Does ``output_bootstrap_servers`` name other brokers than ``bootstrap_servers``?"""
+        if not self.output_bootstrap_servers:
+            return False
+        return _hosts(self.output_bootstrap_servers) != _hosts(self.bootstrap_servers or "")
+
     def output_options(self) -> dict[str, str]:
-        return dict(self.output_kafka_options or self.kafka_options)
+        """Producer options for the output topics: the source's only for the same cluster or when
+        ``output_inherit_kafka_options`` says so (validation rejects the silent default)."""
+        if self.output_kafka_options:
+            return dict(self.output_kafka_options)
+        if self.output_is_other_cluster() and not self.output_inherit_kafka_options:
+            return {}
+        return dict(self.kafka_options)
 
     def redacted(self) -> dict[str, Any]:
-        """The settings as logged at start: secrets in client options hidden."""
-        data = self.model_dump(mode="json")
-        for key in ("kafka_options", "output_kafka_options"):
-            data[key] = {k: ("***" if _secret(k) else v) for k, v in data[key].items()}
+        """The settings as logged or echoed: every secret-looking entry of every map hidden."""
+        data: dict[str, Any] = redact(self.model_dump(mode="json"))
         return data
 
+    def secret_values(self) -> list[str]:
+        """Every value the redaction hides, and the passwords inside JAAS configs: error texts are
+        scrubbed of them before they are printed."""
+        out: list[str] = []
+        for family in SECRET_FAMILIES:
+            for key, value in getattr(self, family).items():
+                if is_secret(key):
+                    out.append(value)
+                    out += re.findall(r'(?:password|token|secret)\w*\s*=\s*"([^"]*)"', value, re.I)
+        return out
 
-def _secret(option: str) -> bool:
-    return any(word in option for word in ("password", "jaas", "secret", "token", "key"))
+
+#: the maps whose entries may hold secrets (Kafka client options, Spark and Hadoop settings)
+SECRET_FAMILIES: tuple[str, ...] = ("kafka_options", "output_kafka_options", "spark_conf")
+#: a key holding one of these words (any case) is a secret: passwords, secrets, tokens, keys,
+#: credentials, JAAS configs (sasl.jaas.config carries the password), private material
+SECRET_WORDS: tuple[str, ...] = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "key",
+    "jaas",
+    "credential",
+    "private",
+)
+
+MASK = "***"
+
+
+def is_secret(name: str) -> bool:
+    lowered = name.lower()
+    if lowered.startswith("http_") and lowered.endswith("_file"):
+        return False  # our own settings that name a secret's file, not the secret
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def redact(data: Any) -> Any:
+    """``data`` (settings as JSON-able values) with the value of every secret-named key masked, in
+    nested maps too -- whatever family or source (flag, environment, file) it came from."""
+    if isinstance(data, dict):
+        return {k: (MASK if is_secret(str(k)) and v not in (None, {}, []) and not isinstance(v, dict)
+                    else redact(v)) for k, v in data.items()}  # fmt: skip
+    if isinstance(data, list):
+        return [redact(v) for v in data]
+    return data
+
+
+def _hosts(servers: str) -> frozenset[str]:
+    return frozenset(h.strip().lower() for h in servers.split(",") if h.strip())
 
 
 #: the file ``load_settings(config_file)`` reads for the duration of that call

@@ -48,7 +48,11 @@ def kafka_version() -> str:
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
-    """The test session's broker (newest 4.x), 5 partitions of __consumer_offsets."""
+    """The test session's broker (newest 4.x), 5 partitions of __consumer_offsets.
+
+    Secured too (`lab.broker`: SASL_SSL/SCRAM and mTLS listeners, the StandardAuthorizer): the
+    tests of tests/test_security use those listeners; every other test speaks PLAINTEXT as the
+    super user ANONYMOUS, so one broker serves the whole run."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
     from lab.broker import BrokerSettings, LocalKafka
     from streaming.pipeline.jars import MissingArtifactsError, kafka_dir
@@ -57,7 +61,10 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Itera
         kafka_dir(kafka_version)
     except MissingArtifactsError as exc:
         pytest.fail(str(exc), pytrace=False)
-    broker = LocalKafka(BrokerSettings(kafka_version=kafka_version), tmp_path_factory.mktemp("kafka"))
+    require(shutil.which("openssl") is not None, "openssl on PATH (the secured listeners' certificates)")
+    broker = LocalKafka(
+        BrokerSettings(kafka_version=kafka_version, secured=True), tmp_path_factory.mktemp("kafka")
+    )
     broker.start()
     yield broker
     broker.stop()

@@ -122,10 +122,6 @@ def src_of(rec: Record[Any, Any] | UnknownRecord | DecodeError) -> Src:
 # Shared helpers: existence, kind, state, members
 
 
-def _touch(g: Group, src: Src) -> None:
-    g.last_change_ms = src[2]
-
-
 def ensure_kind(g: Group, kind: str, src: Src, ctx: FoldContext) -> None:
     """Make the group a ``kind`` group: create it, or convert it (4.x online migration / a simple
     group taken over by a modern group, ``getOrMaybeCreatePersistedConsumerGroup``)."""

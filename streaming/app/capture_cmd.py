@@ -3,16 +3,66 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from streaming.app.run_cmd import kv_pair
+from streaming.app.security_errors import StartupError, classify_security, classify_text
 from streaming.cluster.client_config import ClientOptionError, librdkafka_config
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
+from streaming.settings import is_secret
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class ClientErrors(logging.Handler):
+    """librdkafka's error callback and log lines, kept (not printed): a refused handshake shows
+    only there -- the call that fails says just "transport failure"."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.secrets = secrets
+        self.logger = logging.getLogger("coordinator_mirror.librdkafka")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.INFO)
+        self.logger.handlers = [self]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        del self.lines[:-50]
+
+    def error_cb(self, err: Any) -> None:
+        self.lines.append(str(err))
+        del self.lines[:-50]
+
+    def fatal(self) -> StartupError | None:
+        """A security failure seen so far (retrying will not fix it), else None."""
+        for line in reversed(self.lines):
+            found = classify_text(line, self.secrets)
+            if found is not None:
+                return found
+        return None
+
+
+def _metadata(consumer: Any, topic: str, timeout_s: float, errors: ClientErrors | None) -> Any:
+    """The topic's metadata; gives up early once the client reported a security failure."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=min(2.0, timeout_s))
+        except KafkaException:
+            consumer.poll(0.1)  # serves the error and log callbacks queued so far (not assigned yet)
+            fatal = errors.fatal() if errors else None
+            if fatal is not None:
+                raise fatal from None
+            if time.monotonic() > deadline:
+                raise
 
 
 def iter_topic(
@@ -22,6 +72,7 @@ def iter_topic(
     isolation_level: str = "read_committed",
     client_config: dict[str, str] | None = None,
     timeout_s: float = 60.0,
+    errors: ClientErrors | None = None,
 ) -> Iterator[CapturedRecord]:
     """Yield every record of ``topic`` from the earliest offset up to the end offsets seen at start.
 
@@ -42,9 +93,11 @@ def iter_topic(
         "topic.metadata.refresh.interval.ms": 60000,
     }
     conf.update(client_config or {})
+    if errors is not None:
+        conf.update(error_cb=errors.error_cb, logger=errors.logger)
     consumer = Consumer(conf)
     try:
-        md = consumer.list_topics(topic, timeout=timeout_s)
+        md = _metadata(consumer, topic, timeout_s, errors)
         tmd = md.topics.get(topic)
         if tmd is None or tmd.error is not None:
             raise KafkaException(f"topic {topic} not available: {tmd.error if tmd else 'missing'}")
@@ -94,6 +147,7 @@ def capture(
     client_config: dict[str, str] | None = None,
     kafka_version: str | None = None,
     timeout_s: float = 60.0,
+    errors: ClientErrors | None = None,
 ) -> int:
     header = CaptureHeader(
         source=f"kafka://{bootstrap}/{topic}",
@@ -107,6 +161,7 @@ def capture(
         isolation_level=isolation_level,
         client_config=client_config,
         timeout_s=timeout_s,
+        errors=errors,
     )
     return write_capture(out, header, records)
 
@@ -150,18 +205,29 @@ def register(
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = dict(args.kafka_options)
+    secrets = [v for k, v in options.items() if is_secret(k)]
     try:
-        client_config = librdkafka_config(dict(args.kafka_options))
+        client_config = librdkafka_config(options)
     except ClientOptionError as exc:
         print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
         return 2
-    n = capture(
-        args.bootstrap_servers,
-        args.out,
-        topic=args.topic,
-        isolation_level=args.isolation_level,
-        client_config=client_config,
-        timeout_s=args.timeout,
-    )
+    errors = ClientErrors(secrets)
+    try:
+        n = capture(
+            args.bootstrap_servers,
+            args.out,
+            topic=args.topic,
+            isolation_level=args.isolation_level,
+            client_config=client_config,
+            timeout_s=args.timeout,
+            errors=errors,
+        )
+    except Exception as exc:
+        found = classify_security(exc, reversed(errors.lines), secrets)
+        if found is None:
+            raise
+        print(f"coordinator-mirror capture: {found.message}", file=sys.stderr)
+        return found.exit_code
     print(f"captured {n} records of {args.topic} to {args.out}", file=sys.stderr)
     return 0

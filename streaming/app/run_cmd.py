@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.app.mirror import Mirror
+from streaming.app.security_errors import classify_security
+from streaming.serving.api import AuthError
 from streaming.settings import CONFIG_ENV, ENV_PREFIX, Settings, SettingsError, load_settings
 
 log = logging.getLogger("coordinator_mirror")
@@ -138,8 +140,15 @@ def run(args: argparse.Namespace) -> int:
     return serve(settings, stop)
 
 
-def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any], None] | None = None) -> int:
-    """Start the mirror, report catch-up progress, serve until ``stop`` (or SIGINT/SIGTERM)."""
+def serve(
+    settings: Settings,
+    stop: threading.Event,
+    on_started: Callable[[Any], None] | None = None,
+    spark: Any = None,
+) -> int:
+    """Start the mirror, report catch-up progress, serve until ``stop`` (or SIGINT/SIGTERM).
+
+    ``spark``: an existing session to run in (tests); by default the mirror makes its own."""
 
     def _signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping", signal.Signals(signum).name)
@@ -149,13 +158,23 @@ def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any],
         signal.signal(signal.SIGTERM, _signal)
         signal.signal(signal.SIGINT, _signal)
     log.info("settings: %s", settings.redacted())
-    mirror = Mirror(settings)
+    mirror = Mirror(settings, spark=spark)
     try:
         try:
             mirror.start()
         except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
             print(f"coordinator-mirror: {exc}", file=sys.stderr)
             return 2
+        except AuthError as exc:  # the HTTP endpoint's credentials or TLS files
+            print(f"coordinator-mirror: invalid settings: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            found = classify_security(exc, secrets=settings.secret_values())
+            if found is None:
+                raise
+            log.debug("start failed", exc_info=True)
+            print(f"coordinator-mirror: {found.message}", file=sys.stderr)
+            return found.exit_code
         if mirror.http is not None:
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
@@ -166,7 +185,12 @@ def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any],
         while not stop.wait(1.0):
             ok, detail = mirror.health()
             if not ok and mirror.query is not None and not mirror.query.isActive:
-                log.error("the mirror's query failed: %s", detail.get("error"))
+                error = str(detail.get("error"))
+                found = classify_security(None, [error], settings.secret_values())
+                if found is not None:
+                    print(f"coordinator-mirror: {found.message}", file=sys.stderr)
+                    return found.exit_code
+                log.error("the mirror's query failed: %s", error)
                 return 1
             r = mirror.store.readiness
             if r.ready and not announced:

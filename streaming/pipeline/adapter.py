@@ -18,7 +18,8 @@ kind       meaning
 snapshot   ``blob`` = the group's state bytes (the driver renders the full snapshot from them when
            it is read, `streaming.serving.store`), ``summary`` = its ``GET /groups`` row
 deleted    the group is gone (``body`` = last summary)
-event      ``body`` = one change event (JSON, `state.events`), ``key`` = event id
+event      ``body`` = one change event (JSON, `state.events`), ``key`` = event id, ``summary`` =
+           what the driver's mirror-level counters take from it (`event_tally`)
 offset     committed-offsets feed: ``key`` = {"group","topic","partition"} JSON, ``body`` = the
            offset JSON or null (deleted / expired -> tombstone)
 error      ``body`` = an undecodable or unknown record with its partition/offset
@@ -35,8 +36,10 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from decoders.columns import ERROR_FIELDS
 from state import codec
 from state.config import OffsetConfig
+from state.events import Event, GroupDeleted, OffsetsExpired
 from state.expiry import all_deadlines
 from state.fold import step_detail
 from state.snapshot import summary
@@ -47,19 +50,6 @@ STATE_DDL: Final = "codec_version int, blob binary"
 OUTPUT_DDL: Final = "group_id string, kind string, key string, body string, summary string, blob binary"
 OUTPUT_COLUMNS: Final = ("group_id", "kind", "key", "body", "summary", "blob")
 
-_ERROR_FIELDS: Final = (
-    "status",
-    "record_type",
-    "value_version",
-    "error_part",
-    "error_field",
-    "error_position",
-    "error_reason",
-    "source_partition",
-    "source_offset",
-    "source_timestamp_ms",
-)
-
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -69,10 +59,21 @@ def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[
     rows = []
     for i, status in enumerate(cols["status"]):
         if status != "ok":
-            clean = {name: cols[name][i] for name in _ERROR_FIELDS}
+            clean = {name: cols[name][i] for name in ERROR_FIELDS}
             clean["group_id"] = group_id
             rows.append((group_id, "error", None, _dumps(clean), None, None))
     return rows
+
+
+def event_tally(ev: Event) -> str:
+    """What the driver counts for an event (`streaming.pipeline.sinks.batch_tallies`), made here so
+    that the driver never parses event JSON: the type; for expired offsets and deleted groups also
+    the origin or reason and how many, tab-separated."""
+    if isinstance(ev, OffsetsExpired):
+        return f"{ev.TYPE}\t{ev.origin}\t{ev.count}"
+    if isinstance(ev, GroupDeleted):
+        return f"{ev.TYPE}\t{ev.reason}\t1"
+    return ev.TYPE
 
 
 def group_columns(frames: Iterator[pd.DataFrame]) -> dict[str, list[Any]] | None:
@@ -155,7 +156,7 @@ def make_group_function(
             event_id = (
                 f"{group_id}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
             )
-            rows.append((group_id, "event", event_id, _dumps(body), None, None))
+            rows.append((group_id, "event", event_id, _dumps(body), event_tally(ev), None))
 
         after_offsets = group.offsets if group is not None and emit_offsets else {}
         for tp, entry in after_offsets.items():

@@ -20,13 +20,14 @@ Every other record (group metadata, KIP-848/share/streams records, unknown types
 passes through untouched.
 
 Packing: the rows then cross the shuffle *packed per group* -- one row per group and chunk,
-``(group_id, packed)`` with ``packed`` = MessagePack of the group's columns (`PACK_COLUMNS`, a
-column that is constant within the group sent once), plus the per-group record counters the query
-observes (``n_*``, pruned before the shuffle).  The reason is PySpark's cost model for
-``applyInPandasWithState``: it builds a pandas Series for every column of every group (~0.1 ms
-per column per group on this machine), so 25 columns cost ~3.6 ms of CPU per group before our
-function runs, 2 columns ~1 ms (bench/stateful_floor.py).  Unpacking in the fold is ~10x cheaper
-and needs no pandas at all.
+``(group_id, packed)`` with ``packed`` = MessagePack of the group's columns (`PACK_COLUMNS`, the
+``shuffled`` columns of `decoders.columns`; a column that is constant within the group sent
+once; a ``payload`` cell -- the typed record's own MessagePack form -- carried as is), plus the
+per-group record counters the query observes (``n_*``, pruned before the shuffle).  The reason
+is PySpark's cost model for ``applyInPandasWithState``: it builds a pandas Series for every
+column of every group (~0.1 ms per column per group on this machine), so 25 columns cost ~3.6 ms
+of CPU per group before our function runs, 2 columns ~1 ms (bench/stateful_floor.py).
+Unpacking in the fold is ~10x cheaper and needs no pandas at all.
 """
 
 from __future__ import annotations
@@ -40,32 +41,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders import OUTPUT_SCHEMA, OUTPUT_SPARK_DDL, decode_arrow
+from decoders import arrow_schema, decode_arrow
+from decoders.columns import COLUMNS, SHUFFLED
 from streaming.pipeline import worker_tune
 
 #: rows buffered before collapsing: bounds executor memory, while still collapsing most repeats
 COLLAPSE_ROWS: Final = 1 << 18
 
-EXTRA_FIELDS: Final = (
-    pa.field("n_commits", pa.int32(), nullable=False),
-    pa.field("n_tombstones", pa.int32(), nullable=False),
-)
+#: the decoder's columns plus the collapse counters (`decoders.columns`, stage "collapse")
+_PREPARED_SCHEMA: Final = arrow_schema(COLUMNS)
 
 
 def prepared_schema() -> pa.Schema:
-    schema: pa.Schema = OUTPUT_SCHEMA
-    for f in EXTRA_FIELDS:
-        schema = schema.append(f)
-    return schema
-
-
-def prepared_spark_ddl() -> str:
-    return f"{OUTPUT_SPARK_DDL}, n_commits int, n_tombstones int"
+    return _PREPARED_SCHEMA
 
 
 def _with_counts(batch: pa.RecordBatch, commits: np.ndarray, tombstones: np.ndarray) -> pa.RecordBatch:
-    arrays = [*batch.columns, pa.array(commits, pa.int32()), pa.array(tombstones, pa.int32())]
-    return pa.RecordBatch.from_arrays(arrays, schema=prepared_schema())
+    counts = {"n_commits": pa.array(commits, pa.int32()), "n_tombstones": pa.array(tombstones, pa.int32())}
+    arrays = [counts[name] if name in counts else batch.column(name) for name in _PREPARED_SCHEMA.names]
+    return pa.RecordBatch.from_arrays(arrays, schema=_PREPARED_SCHEMA)
 
 
 def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -149,34 +143,12 @@ def _flush(pending: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 # ------------------------------------------------------------------------------------------ packing
 #: version of the packed-group layout (rows live only inside one micro-batch's shuffle, but a
-#: mismatch -- e.g. executors on another build -- must fail loudly, not misread columns)
-PACK_VERSION: Final = 1
+#: mismatch -- e.g. executors on another build -- must fail loudly, not misread columns; bump it
+#: when the shuffled columns of `decoders.columns` change)
+PACK_VERSION: Final = 2
 #: the columns a packed group carries, in this order: what `state.fold.fold_columns` and the
 #: adapter's error rows read (``group_id`` is the grouping key itself)
-PACK_COLUMNS: Final = (
-    "status",
-    "record_type",
-    "value_version",
-    "topic",
-    "partition_num",
-    "is_tombstone",
-    "committed_offset",
-    "leader_epoch",
-    "metadata",
-    "commit_timestamp_ms",
-    "expire_timestamp_ms",
-    "topic_id",
-    "payload",
-    "error_part",
-    "error_field",
-    "error_position",
-    "error_reason",
-    "source_partition",
-    "source_offset",
-    "source_timestamp_ms",
-    "n_commits",
-    "n_tombstones",
-)
+PACK_COLUMNS: Final = SHUFFLED
 #: highest record type counted by name (``type_<k>``) and the K=1/K=2 value versions counted
 MAX_RECORD_TYPE: Final = 23
 COUNTED_VERSIONS: Final = ((1, range(5)), (2, range(5)))
@@ -218,12 +190,12 @@ def _py_values(arr: pa.Array) -> list[Any]:
             for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
                 values[i] = None
         return values
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         enc = pc.dictionary_encode(arr)
         words = enc.dictionary.to_pylist()
         words.append(None)
         return list(map(words.__getitem__, _filled(enc.indices, len(words) - 1).tolist()))
-    return list(arr.to_pylist())  # pragma: no cover - every packed column is an int, bool or string
+    return list(arr.to_pylist())  # pragma: no cover - every packed column is an int, bool, string or binary
 
 
 def _group_counters(sb: pa.RecordBatch, starts: np.ndarray) -> list[np.ndarray]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streaming.serving.catalogue import reason_class, record_type_label
+from streaming.serving.catalogue import reason_label, record_type_label
 from streaming.serving.store import BatchStats, SnapshotStore
 from streaming.settings import Settings
 
@@ -61,40 +61,27 @@ class BatchMarker:
             out.close()
 
 
-_TYPE_PREFIX = '{"type":"'
-
-
 def batch_tallies(events: list[str], errors: list[dict[str, Any]]) -> dict[tuple[str, ...], int]:
     """What the mirror-level metrics count per batch (`SnapshotStore.tallies`): events by type,
     expired offsets by origin and deleted groups by reason -- which outlive the groups' own series
-    -- and skipped records by status, record type and reason class.  An event's JSON starts with
-    its type (`state.events.Event.to_json`), so only the few events whose fields are counted are
-    parsed."""
+    -- and skipped records by status, record type and reason class.  ``events``: the event rows'
+    tallies as the adapter made them (`streaming.pipeline.adapter.event_tally`), not their JSON."""
     out: dict[tuple[str, ...], int] = {}
-    for body in events:
-        if body.startswith(_TYPE_PREFIX):
-            etype = body[len(_TYPE_PREFIX) : body.find('"', len(_TYPE_PREFIX))]
-            ev = None
-        else:
-            ev = json.loads(body)
-            etype = str(ev.get("type"))
+    for tally in events:
+        etype, _, detail = tally.partition("\t")
         key: tuple[str, ...] = ("event", etype)
         out[key] = out.get(key, 0) + 1
-        if etype == "offsets_expired":
-            ev = ev or json.loads(body)
-            key = ("offsets_expired", str(ev.get("origin") or "mirror"))
-            out[key] = out.get(key, 0) + int(ev.get("count") or 0)
-        elif etype == "group_deleted":
-            ev = ev or json.loads(body)
-            key = ("group_deleted", str(ev.get("reason") or "unknown"))
-            out[key] = out.get(key, 0) + 1
+        if detail:
+            label, _, n = detail.partition("\t")
+            key = (etype, label)
+            out[key] = out.get(key, 0) + int(n)
     for err in errors:
         status = str(err.get("status") or "error")
         key = (
             "skipped",
             status,
             record_type_label(err.get("record_type")),
-            reason_class(err.get("error_reason"), status),
+            reason_label(err.get("error_kind"), status),
         )
         out[key] = out.get(key, 0) + 1
     return out
@@ -147,6 +134,7 @@ class MirrorSink:
     def _apply(self, batch_id: int, rows: list[Any]) -> None:
         snapshots: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         events: list[str] = []
+        tallies: list[str] = []
         errors: list[dict[str, Any]] = []
         for r in rows:
             if r.kind == "snapshot":
@@ -157,13 +145,13 @@ class MirrorSink:
                 snapshots.append((r.group_id, None, None))
             elif r.kind == "event":
                 events.append(r.body)
+                tallies.append(r.summary)
             elif r.kind == "error":
                 errors.append(json.loads(r.body))
         self.store.apply(batch_id, snapshots)
-        self.store.add_tallies(batch_tallies(events, errors))
+        self.store.add_tallies(batch_tallies(tallies, errors))
         if errors:
             self.store.add_errors(errors)
-            self.store.count("undecodable_records", len(errors))
             # one line per batch, never one per record
             log.warning(
                 "batch %d: %d record(s) could not be decoded (GET /errors lists them)", batch_id, len(errors)

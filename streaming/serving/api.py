@@ -5,29 +5,70 @@
     GET /errors            recent records the mirror could not decode, with partition and offset
     GET /ready             200 once caught up with the end of __consumer_offsets seen at start, else 503
     GET /healthz           200 while the streaming query runs, 500 once it failed
-    GET /metrics           Prometheus exposition
+    GET /metrics           Prometheus exposition (gzip when asked; OpenMetrics when enabled and asked)
+    GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /v3/kafka/...      Burrow's consumer paths (`streaming.serving.burrow`)
 
 Group ids are percent-encoded in the path (they may contain "/" or any Unicode).  Unknown routes
-and unknown groups answer 404 with a JSON body.
+and unknown groups answer 404 with a JSON body; other methods 405.
+
+Served by uvicorn (ASGI, h11) running Starlette in a thread with its own event loop; the endpoints
+are plain functions that Starlette runs in its thread pool, so a 150 MB ``/metrics`` render or its
+gzip never blocks the loop.  ``ROUTES`` is the one routing table.  What the standard library's
+``http.server`` lacked and this adds: a deadline for a connection to send a complete request
+(`_TimedH11`: idle and slow-header connections are closed), a keep-alive idle timeout, bounded
+request heads, optional TLS and bearer/basic authentication read from files, gzip.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import gzip
+import hmac
 import json
 import logging
+import socket
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import Server
 
 from streaming.serving.lag import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
+
+OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
+#: a Kafka group id is at most 32,767 bytes; percent-encoded up to 3x that, plus the rest of the head
+MAX_REQUEST_HEAD_BYTES = 128 * 1024
+#: bodies at least this long are gzipped for clients that accept it
+GZIP_MIN_BYTES = 1024
+#: level 1: ~4x smaller exposition text at a fraction of level 6's time (bench/series.py)
+GZIP_LEVEL = 1
+#: larger bodies are written in chunks of this size (see `_send`; 16 MiB chunks took 5x as long)
+STREAM_CHUNK_BYTES = 1 << 20
+OPENMETRICS = "application/openmetrics-text"
+
+Json = dict[str, Any]
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _iso(ms: int | None) -> str | None:
@@ -46,9 +87,343 @@ def with_iso_times(snapshot: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class MirrorHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+# --------------------------------------------------------------------------------- authentication
+class AuthError(ValueError):
+    """A credentials file is missing, empty or malformed (names the file, never its content)."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a request must carry: a bearer token, or one of the basic-auth ``user:password`` pairs.
+    Read from files (a mounted Kubernetes Secret), never from a flag a `ps` would show."""
+
+    scheme: str  # "Bearer" | "Basic"
+    secrets: tuple[bytes, ...]
+
+    @classmethod
+    def bearer_from_file(cls, path: Path) -> Credentials:
+        token = _read(path).strip()
+        if not token or any(c.isspace() for c in token):
+            raise AuthError(f"http_auth_token_file: {path} must hold one token (no whitespace)")
+        return cls("Bearer", (token.encode(),))
+
+    @classmethod
+    def basic_from_file(cls, path: Path) -> Credentials:
+        pairs = [ln.strip() for ln in _read(path).splitlines() if ln.strip() and not ln.startswith("#")]
+        if not pairs or any(":" not in p or p.startswith(":") for p in pairs):
+            raise AuthError(f"http_basic_auth_file: {path} must hold `user:password` lines")
+        return cls("Basic", tuple(base64.b64encode(p.encode()) for p in pairs))
+
+    def allows(self, header: str | None) -> bool:
+        if not header:
+            return False
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() != self.scheme.lower():
+            return False
+        given = value.strip().encode("latin-1", "replace")
+        # compare with every secret (constant time per comparison), no early exit on a match
+        ok = False
+        for secret in self.secrets:
+            ok |= hmac.compare_digest(given, secret)
+        return ok
+
+
+def _read(path: Path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise AuthError(f"{path}: cannot read the credentials file ({exc.strerror})") from None
+
+
+class _Authenticate:
+    """ASGI middleware: every request carries the credentials, but the open paths (probes)."""
+
+    def __init__(self, app: ASGIApp, credentials: Credentials, open_paths: frozenset[str]) -> None:
+        self.app = app
+        self.credentials = credentials
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].rstrip("/") in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        if self.credentials.allows(header):
+            await self.app(scope, receive, send)
+            return
+        challenge = f'{self.credentials.scheme} realm="coordinator-mirror"'
+        body = b'{"error":"unauthorized"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", challenge.encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+# --------------------------------------------------------------------------------------- handlers
+@dataclass
+class ApiContext:
+    """What the endpoints read: the store and the mirror's callbacks."""
+
+    store: SnapshotStore
+    metrics: Callable[[], tuple[bytes, str]] | None = None
+    health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
+    openmetrics: Callable[[], tuple[bytes, str]] | None = None
+    #: the lag routes (``/groups/{id}/lag``, Burrow's ``/v3/kafka/...``): raw path -> (status, JSON),
+    #: None when the path is not theirs (`streaming.serving.burrow.lag_route`)
+    lag_route: Callable[[str], tuple[int, Any] | None] | None = None
+    #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
+    topic_names: Callable[[], Mapping[str, str]] | None = None
+
+
+def _ctx(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.api
+    return ctx
+
+
+def _accepts(request: Request, token: str) -> bool:
+    """Does a comma-separated Accept/Accept-Encoding header list ``token`` with a non-zero q?"""
+    header = request.headers.get("accept-encoding" if token == "gzip" else "accept", "")
+    for item in header.split(","):
+        name, *params = (p.strip() for p in item.split(";"))
+        if name.lower() == token:
+            return not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params)
+    return False
+
+
+def _send(request: Request, status: int, body: bytes, content_type: str) -> Response:
+    headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+    if len(body) >= GZIP_MIN_BYTES and _accepts(request, "gzip"):
+        body = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
+        headers["Content-Encoding"] = "gzip"
+    if len(body) > STREAM_CHUNK_BYTES:
+        # in chunks, each written after the previous one drained: handed over whole, asyncio's
+        # transport (Python 3.11) buffers it in a bytearray and deletes every sent piece from its
+        # front -- quadratic, 10 s instead of 7 s for a 150 MB /metrics (bench/series.py --http)
+        return _ChunkedResponse(body, status, headers=headers, media_type=content_type)
+    return Response(body, status, headers=headers, media_type=content_type)
+
+
+class _ChunkedResponse(Response):
+    """The body (Content-Length known) sent as slices of itself, each after the previous drained."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        if scope.get("method") == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        view = memoryview(self.body)
+        for start in range(0, len(view), STREAM_CHUNK_BYTES):
+            end = start + STREAM_CHUNK_BYTES
+            await send({"type": "http.response.body", "body": view[start:end], "more_body": end < len(view)})
+
+
+def _json(request: Request, status: int, obj: Any) -> Response:
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _send(request, status, body, "application/json")
+
+
+def _groups(request: Request) -> Response:
+    rows = _ctx(request).store.summaries()
+    for name in ("kind", "state"):
+        wanted = set(request.query_params.getlist(name))
+        if wanted:
+            rows = [r for r in rows if r.get(name) in wanted]
+    return _json(request, 200, {"groups": rows, "count": len(rows)})
+
+
+def _raw_path(request: Request) -> str:
+    """The path as sent (still percent-encoded): "%2F" inside an id stays part of it, whatever the
+    router decoded."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    path = raw.decode("latin-1").split("?", 1)[0]
+    return path.rstrip("/") if len(path) > 1 and not path.startswith("/groups/") else path
+
+
+def _group(request: Request) -> Response:
+    group_id = unquote(_raw_path(request)[len("/groups/") :], errors="replace")
+    ctx = _ctx(request)
+    snapshot = ctx.store.group(group_id)
+    if snapshot is None:
+        return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
+    if ctx.topic_names is not None:
+        snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
+    return _json(request, 200, with_iso_times(snapshot))
+
+
+def _lag(request: Request) -> Response:
+    """``/groups/{id}/lag`` and Burrow's ``/v3/kafka/...``: answered by the lag hook.  A group id
+    ending in an encoded "%2Flag" is a group, not its lag."""
+    ctx = _ctx(request)
+    path = _raw_path(request)
+    if path.startswith("/groups/") and not path.endswith("/lag"):
+        return _group(request)
+    routed = ctx.lag_route(path) if ctx.lag_route is not None else None
+    if routed is None:
+        return _json(request, 404, {"error": "not_found", "path": request.url.path})
+    return _json(request, *routed)
+
+
+def _ready(request: Request) -> Response:
+    r = _ctx(request).store.readiness
+    return _json(request, 200 if r.ready else 503, r.to_json())
+
+
+def _healthz(request: Request) -> Response:
+    ok, detail = _ctx(request).health()
+    return _json(request, 200 if ok else 500, {"healthy": ok, **detail})
+
+
+def _errors(request: Request) -> Response:
+    return _json(request, 200, {"errors": list(_ctx(request).store.errors)})
+
+
+def _metrics(request: Request) -> Response:
+    ctx = _ctx(request)
+    if ctx.openmetrics is not None and _accepts(request, OPENMETRICS):
+        body, content_type = ctx.openmetrics()
+    elif ctx.metrics is not None:
+        body, content_type = ctx.metrics()
+    else:
+        return _json(request, 404, {"error": "not_found", "path": request.url.path})
+    return _send(request, 200, body, content_type)
+
+
+def _openapi(request: Request) -> Response:
+    return _send(request, 200, OPENAPI_PATH.read_bytes(), "application/yaml")
+
+
+def _index(request: Request) -> Response:
+    return _json(request, 200, {"endpoints": [r.path.replace(":path", "") for r in ROUTES if r.path != "/"]})
+
+
+#: THE routing table: (path, endpoint, open to probes when authentication is on)
+ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
+    ("/groups", _groups, False),
+    ("/groups/{id:path}/lag", _lag, False),
+    ("/groups/{id:path}", _group, False),
+    ("/errors", _errors, False),
+    ("/ready", _ready, True),
+    ("/healthz", _healthz, True),
+    ("/metrics", _metrics, False),
+    ("/openapi.yaml", _openapi, False),
+    # Burrow's consumer paths (the suffixed ones first: a group id may hold "/")
+    ("/v3/kafka", _lag, False),
+    ("/v3/kafka/{cluster}", _lag, False),
+    ("/v3/kafka/{cluster}/consumer", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}/status", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}/lag", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}", _lag, False),
+    ("/", _index, False),
+)
+ROUTES = [Route(path, endpoint, methods=["GET"]) for path, endpoint, _ in ROUTE_TABLE]
+PROBE_PATHS = frozenset(path for path, _, probe in ROUTE_TABLE if probe)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return Response(
+        json.dumps({"error": "not_found", "path": request.url.path}, ensure_ascii=False).encode(),
+        404,
+        media_type="application/json",
+    )
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return Response(
+        b'{"error":"method_not_allowed"}', 405, headers={"Allow": "GET, HEAD"}, media_type="application/json"
+    )
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.error("HTTP %s failed: %r", request.url.path, exc)
+    return Response(b'{"error":"internal"}', 500, media_type="application/json")
+
+
+def build_app(ctx: ApiContext, credentials: Credentials | None = None, open_probes: bool = True) -> ASGIApp:
+    """The ASGI application: the routes, JSON errors, and authentication when configured."""
+    app = Starlette(
+        routes=ROUTES,
+        exception_handlers={404: _not_found, 405: _not_allowed, 500: _internal},
+    )
+    app.router.redirect_slashes = False
+    app.state.api = ctx
+    asgi: ASGIApp = app
+    if credentials is not None:
+        asgi = _Authenticate(asgi, credentials, PROBE_PATHS if open_probes else frozenset())
+    return _strip_trailing_slash(asgi)
+
+
+def _strip_trailing_slash(app: ASGIApp) -> ASGIApp:
+    """``/groups/`` is ``/groups`` (as before): no redirect, the same answer."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            if len(path) > 1 and path.endswith("/") and not path.startswith("/groups/"):
+                scope = dict(scope, path=path.rstrip("/") or "/")
+            elif path == "/groups/":
+                scope = dict(scope, path="/groups")
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+# ----------------------------------------------------------------------------------------- server
+class _TimedH11(H11Protocol):
+    """uvicorn's h11 protocol plus a deadline for a complete request head: a connection that opens
+    and sends nothing (or dribbles a header, slowloris) is closed after ``request_timeout_s`` --
+    uvicorn's own keep-alive timer runs only between requests of a connection that sent one."""
+
+    request_timeout_s = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def _arm(self) -> None:
+        self._head_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            self.request_timeout_s, self._head_timeout
+        )
+
+    def _waiting_for_request(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._waiting_for_request() and not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_timer is not None and not self._waiting_for_request():
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._head_timer is None and not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+
+class MirrorHTTPServer:
+    """The API on ``address`` in a background thread: ``MirrorHTTPServer(...).start()`` ... ``stop()``."""
 
     def __init__(
         self,
@@ -57,103 +432,85 @@ class MirrorHTTPServer(ThreadingHTTPServer):
         metrics: Callable[[], tuple[bytes, str]] | None = None,
         health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         *,
-        route: Callable[[str], tuple[int, Any] | None] | None = None,
+        openmetrics: Callable[[], tuple[bytes, str]] | None = None,
+        lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
         topic_names: Callable[[], Mapping[str, str]] | None = None,
+        credentials: Credentials | None = None,
+        open_probes: bool = True,
+        tls_cert_file: Path | None = None,
+        tls_key_file: Path | None = None,
+        idle_timeout_s: float = 15.0,
+        request_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(address, _Handler)
-        self.store = store
-        self.metrics = metrics
-        self.health = health or (lambda: (True, {}))
-        #: extra GET routes (lag, Burrow's /v3): path -> (status, JSON) or None when not theirs
-        self.route = route
-        #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
-        self.topic_names = topic_names
+        for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
+            if path is not None and not Path(path).is_file():
+                raise AuthError(f"{name}: {path} is not a readable file")
+        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
+        self.app = build_app(ctx, credentials, open_probes)
+        self.tls = tls_cert_file is not None
+        self._sock = socket.create_server(address, reuse_port=False)
+        self.server_address = self._sock.getsockname()[:2]
+        protocol = type("TimedH11", (_TimedH11,), {"request_timeout_s": request_timeout_s})
+        self._server = Server(
+            Config(
+                self.app,
+                http=protocol,
+                ws="none",
+                lifespan="off",
+                interface="asgi3",
+                log_config=None,
+                access_log=False,
+                server_header=False,
+                timeout_keep_alive=max(1, round(idle_timeout_s)),
+                timeout_graceful_shutdown=5,
+                h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+                ssl_certfile=str(tls_cert_file) if tls_cert_file else None,
+                ssl_keyfile=str(tls_key_file) if tls_key_file else None,
+            )
+        )
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        host = host if isinstance(host, str) else host.decode()
-        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+        host, port = self.server_address
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
-    def start(self) -> MirrorHTTPServer:
-        threading.Thread(target=self.serve_forever, name="mirror-http", daemon=True).start()
+    def start(self, timeout_s: float = 30.0) -> MirrorHTTPServer:
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, name="mirror-http", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the HTTP server did not start on {self.server_address}")
+            time.sleep(0.01)
         return self
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._sock.close()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: MirrorHTTPServer
-    protocol_version = "HTTP/1.1"
+def credentials_from(token_file: Path | None, basic_file: Path | None) -> Credentials | None:
+    """The configured credentials (settings http_auth_token_file / http_basic_auth_file), if any;
+    `AuthError` names the setting."""
+    for name, path, make in (
+        ("http_auth_token_file", token_file, Credentials.bearer_from_file),
+        ("http_basic_auth_file", basic_file, Credentials.basic_from_file),
+    ):
+        if path is not None:
+            try:
+                return make(path)
+            except AuthError as exc:
+                message = str(exc)
+                raise AuthError(message if message.startswith(name) else f"{name}: {message}") from None
+    return None
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
-
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        path = url.path.rstrip("/") or "/"
-        try:
-            routed = self.server.route(path) if self.server.route is not None else None
-            if routed is not None:
-                self._json(*routed)
-            elif path == "/groups":
-                self._groups(parse_qs(url.query))
-            elif path.startswith("/groups/"):
-                self._group(unquote(path[len("/groups/") :]))
-            elif path == "/ready":
-                r = self.server.store.readiness
-                self._json(200 if r.ready else 503, r.to_json())
-            elif path == "/healthz":
-                ok, detail = self.server.health()
-                self._json(200 if ok else 500, {"healthy": ok, **detail})
-            elif path == "/errors":
-                self._json(200, {"errors": list(self.server.store.errors)})
-            elif path == "/metrics" and self.server.metrics is not None:
-                body, content_type = self.server.metrics()
-                self._send(200, body, content_type)
-            elif path == "/":
-                self._json(
-                    200,
-                    {"endpoints": ["/groups", "/groups/{id}", "/errors", "/ready", "/healthz", "/metrics"]},
-                )
-            else:
-                self._json(404, {"error": "not_found", "path": url.path})
-        except BrokenPipeError:
-            pass
-        except Exception as exc:  # one bad request must not take the server down
-            log.exception("HTTP %s failed", self.path)
-            self._json(500, {"error": "internal", "detail": repr(exc)})
-
-    def _groups(self, query: dict[str, list[str]]) -> None:
-        rows = self.server.store.summaries()
-        for name in ("kind", "state"):
-            if name in query:
-                wanted = set(query[name])
-                rows = [r for r in rows if r.get(name) in wanted]
-        self._json(200, {"groups": rows, "count": len(rows)})
-
-    def _group(self, group_id: str) -> None:
-        snapshot = self.server.store.group(group_id)
-        if snapshot is None:
-            self._json(404, {"error": "group_not_found", "group_id": group_id})
-        else:
-            if self.server.topic_names is not None:
-                snapshot = resolve_topic_ids(snapshot, self.server.topic_names())
-            self._json(200, with_iso_times(snapshot))
+def routes() -> Iterable[str]:
+    """The table's paths in OpenAPI spelling (``{id}``), for the spec test."""
+    return [path.replace(":path", "") for path, _, _ in ROUTE_TABLE]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from decoders import RECORD_TYPES
+from decoders import RECORD_TYPES, ErrorKind
 
 MetricType = Literal["counter", "gauge", "histogram"]
 Scope = Literal["group", "partition", "mirror", "lag"]
@@ -556,20 +556,15 @@ BY_NAME: Final[dict[str, MetricDef]] = {m.name: m for m in CATALOGUE}
 SAMPLE_NAMES: Final[dict[str, MetricDef]] = {s: m for m in CATALOGUE for s in m.sample_names}
 
 
-def reason_class(reason: str | None, status: str | None) -> str:
-    """A bounded label for a decoder's free-text reason ("truncated: string of 5 bytes, 2 left" ->
-    "truncated"): byte counts and positions would make every bad record its own series."""
+def reason_label(kind: str | None, status: str | None) -> str:
+    """The ``reason`` label of a skipped record: the decoder's `ErrorKind` (a closed set: truncated,
+    malformed, trailing_bytes, unknown_version, no_layout, internal), or ``unknown_record_type``."""
     if status == "unknown":
         return "unknown_record_type"
-    if not reason:
-        return "none"
-    text = reason.lower()
-    if text.startswith("unknown value version"):
-        return "unknown_version"
-    if text.startswith("internal decoder error"):
-        return "internal"
-    head = text.split(":", 1)[0].strip()
-    return head if head.isidentifier() and len(head) <= 32 else "other"
+    return kind if kind in _ERROR_KINDS else "none"
+
+
+_ERROR_KINDS: Final = frozenset(k.value for k in ErrorKind)
 
 
 def record_type_label(record_type: int | None) -> str:

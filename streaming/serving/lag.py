@@ -165,8 +165,8 @@ NO_OWNER: Final = Owner()
 
 
 def snapshot_owners(snap: Mapping[str, Any]) -> dict[tuple[str, int], Owner]:
-    """Who holds each assigned partition in a JSON snapshot (`state.snapshot`): the owner labels
-    of ``kafka_consumergroup_group_offset``, as `group_offsets` gives them to the lag series."""
+    """Who holds each assigned partition in a JSON snapshot (`state.snapshot`): `group_owners`
+    derived from the rendered view instead of the decoded group (the exporter test's oracle)."""
     owners: dict[tuple[str, int], Owner] = {}
     for m in snap.get("members") or ():
         assignment = m.get("assignment")
@@ -192,8 +192,10 @@ class GroupOffsets:
     topic_ids: dict[str, str]  # id -> name learned from the log
 
 
-def group_offsets(g: Group) -> GroupOffsets:
-    """The lag view of a decoded group (`state.codec.decode`)."""
+def group_owners(g: Group) -> dict[TopicPartition, Owner]:
+    """Who holds each assigned partition of a decoded group (`state.codec.decode`), topics named
+    as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
+    (`streaming.serving.metrics`) and of the lag series."""
     by_id = g.kind in (CONSUMER, SHARE)
     owners: dict[TopicPartition, Owner] = {}
     for m in g.members.values():
@@ -202,6 +204,12 @@ def group_offsets(g: Group) -> GroupOffsets:
             name = g.topic_name(t) if by_id else t
             for p in ps:
                 owners[(name, p)] = owner
+    return owners
+
+
+def group_offsets(g: Group) -> GroupOffsets:
+    """The lag view of a decoded group (`state.codec.decode`)."""
+    owners = group_owners(g)
     offsets = {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
     ids = dict(g.topic_names)
     for (t, _), e in g.offsets.items():

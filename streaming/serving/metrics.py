@@ -1,19 +1,26 @@
-"""Prometheus exposition of the mirror, rendered at scrape time from the snapshot store.
+"""Prometheus exposition of the mirror, written at scrape time from the groups' state.
 
-Nothing is registered per group: every scrape walks the store's current snapshots, so a deleted
-group's series vanish from the next scrape without bookkeeping.  What keeps a scrape cheap at
+Nothing is registered per group: every scrape walks the store's groups, so a deleted group's
+series vanish from the next scrape without bookkeeping.  What a scrape reads and what it costs at
 10k groups x 50 partitions:
 
-* a `GroupView` per group -- its static series (labels escaped, values extracted) -- built once
-  per snapshot *object* and reused while the store holds that same object (the sink replaces a
-  group's snapshot only when the group changed), so a scrape parses no JSON and walks no offsets
-  of unchanged groups;
+* a `GroupNumbers` per group -- the numbers and label values its series need (state, epochs,
+  counters; committed offsets, commit times and expiry deadlines as int arrays) -- decoded from the
+  group's state bytes (`state.codec`), never from its rendered HTTP snapshot (the owner labels of
+  ``kafka_consumergroup_group_offset`` too: from the decoded members' assignments).  It is built when a
+  scrape first meets the group's current bytes and kept while the store holds that same bytes
+  object (the sink replaces a group's bytes only when the group changed), so a scrape decodes only
+  the groups that changed.  It holds no exposition text: ~2 KB for 50 partitions where the text
+  is ~30 KB, and arrays rather than tuples (millions of GC-tracked objects would cost the
+  collector's full-heap passes more than rendering);
+* the text, written at every scrape straight from those numbers (~0.15 us a line --
+  prometheus_client's `generate_latest` formats each sample in Python at ~5 us) into one buffer
+  that becomes the response body without a copy;
 * time-dependent series (seconds to the next expiry, offsets expiring within 1h/24h) from each
   view's sorted deadlines with a bisect;
-* `exposition` writes the text format itself from per-view text chunks cached the same way --
-  prometheus_client's `generate_latest` formats every sample in Python (~5 us each, seconds at a
-  million series).  `registry_for` serves the same series through prometheus_client for callers
-  that need a registry; the two agree sample for sample (tested).
+* families other modules compute (`MirrorMetrics.providers`), written after the mirror's own;
+* the lag families (`streaming.serving.lag_metrics`) last: that text changes only when a round
+  of log offsets lands or a group changes, and is cached in between.
 
 Names, types, help and labels come from `streaming.serving.catalogue` only.
 """
@@ -21,19 +28,24 @@ Names, types, help and labels come from `streaming.serving.catalogue` only.
 from __future__ import annotations
 
 import bisect
+import io
 import math
 import re
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import Metric
-from prometheus_client.samples import Sample
 
+from state import codec
+from state.config import OffsetConfig
 from state.events import EVENT_TYPES
+from state.expiry import all_deadlines
+from state.model import Group
 from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
     BY_NAME,
@@ -47,19 +59,36 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
-from streaming.serving.lag import NO_OWNER, snapshot_owners
+from streaming.serving.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.lag_metrics import lag_exposition
+from streaming.serving.render import assignor
 
 #: a sample: label values in the family's label order, value
 Samples = list[tuple[tuple[str, ...], float]]
+#: a family another module contributes: its catalogue entry and its samples (all label values)
+Family = tuple[MetricDef, Samples]
+#: called at every scrape (under the exporter's lock) for the families it contributes
+SampleProvider = Callable[[], Iterable[Family]]
 
+_INFO: Final = "coordinator_mirror_group_info"
+_STATE: Final = "coordinator_mirror_group_state"
 _NEXT_EXPIRY: Final = "coordinator_mirror_group_next_offset_expiry_seconds"
 _EXPIRING: Final = "coordinator_mirror_group_offsets_expiring"
-_TIMED: Final = frozenset({_NEXT_EXPIRY, _EXPIRING})
-_STATIC_GROUP: Final = tuple(m for m in GROUP_METRICS if m.name not in _TIMED)
 _OFFSET: Final = "kafka_consumergroup_group_offset"
 _COMMIT_TS: Final = "kafka_consumergroup_group_commit_timestamp_seconds"
 _MODERN: Final = frozenset({"consumer", "share", "streams"})
+#: "no sample" in an int64 array
+_NONE: Final = -(2**63)
+#: the per-group families with at most one sample and no label of their own, in catalogue order:
+#: name -> whether the value is a time in ms (exposed in seconds)
+_SCALAR_MS: Final = {
+    m.name: m.name.endswith("_timestamp_seconds")
+    for m in GROUP_METRICS
+    if m.labels == ("cluster_name", "group") and m.name != _NEXT_EXPIRY
+}
+_SCALARS: Final = tuple(_SCALAR_MS)
+#: lines held before they are encoded into the body (keeps the transient strings few)
+_FLUSH_PARTS: Final = 8192
 
 
 def escape(value: str) -> str:
@@ -80,86 +109,80 @@ def fmt(value: float) -> str:
     return repr(float(value))
 
 
-def group_rows(snap: dict[str, Any]) -> dict[str, Samples]:
-    """The static per-group series of one snapshot: family name -> [(extra label values, value)]
-    (label values after ``cluster_name`` and ``group``)."""
-    kind = snap.get("kind") or "unknown"
-    state = snap.get("state") or "Unknown"
-    s: dict[str, Samples] = {}
-    assignor = snap.get("assignor") if "assignor" in snap else snap.get("protocol")
-    s["coordinator_mirror_group_info"] = [
-        ((kind, snap.get("type") or "", snap.get("protocol_type") or "", assignor or ""), 1)
-    ]
-    states = GROUP_STATES.get(kind, ())
-    if state not in states:
-        states = (*states, state)
-    s["coordinator_mirror_group_state"] = [((st,), 1 if st == state else 0) for st in states]
-    s["coordinator_mirror_group_state_since_timestamp_seconds"] = _seconds(snap.get("state_since_ms"))
-    modern = kind in _MODERN
-    epoch = snap.get("group_epoch") if modern else snap.get("generation")
-    s["coordinator_mirror_group_epoch"] = [] if epoch is None else [((), epoch)]
-    ae = snap.get("assignment_epoch") if modern else None
-    s["coordinator_mirror_group_assignment_epoch"] = [] if ae is None else [((), ae)]
-    s["coordinator_mirror_group_members"] = [((), len(snap.get("members") or ()))]
-    s["coordinator_mirror_group_last_rebalance_timestamp_seconds"] = _seconds(snap.get("last_rebalance_ms"))
-    counters = snap.get("counters") or {}
-    for key, (name, _) in GROUP_COUNTERS.items():
-        s[name] = [((), counters.get(key, 0))]
-    offsets = snap.get("offsets") or ()
-    s["coordinator_mirror_group_offsets"] = [((), len(offsets))]
-    newest = max((o.get("commit_timestamp_ms") or 0 for o in offsets), default=0)
-    s["coordinator_mirror_group_last_commit_timestamp_seconds"] = _seconds(newest or None)
-    return s
+def _label(value: str | None) -> str:
+    # label values repeat across groups (kinds, states, protocols, topics): one string each
+    return sys.intern(escape(value or ""))
 
 
-class GroupView:
-    """One group's series as text, from one snapshot object (immutable while it is current).
+class GroupNumbers:
+    """One group's metric inputs, decoded from its state bytes: numbers and label values, no text.
 
-    Only strings and one list of ints are kept: tuples and dicts per series would be millions of
-    GC-tracked objects at 10k groups x 50 partitions, and the collector's full-heap passes over
-    them cost more than rendering."""
+    ``blob`` is the bytes object it was built from (the cache key: the store replaces it when the
+    group changes).  ``scalars`` follows `_SCALARS` (`_NONE`: no sample).  The per-partition arrays
+    are kept only for groups that export per-partition series, in ``(topic, partition)`` order,
+    with ``topics`` as runs of (escaped topic, number of partitions); ``owners`` indexes each
+    partition's owner labels (the member assigned it, kafka-lag-exporter's ``member_host``,
+    ``consumer_id``, ``client_id``) in ``owner_labels``, whose first entry is the unknown owner."""
 
-    __slots__ = ("chunks", "deadlines", "group_id", "kind", "label", "partitions", "series", "snap", "state")
+    __slots__ = (
+        "blob",
+        "commits",
+        "deadlines",
+        "group_id",
+        "info",
+        "kind",
+        "offsets",
+        "owner_labels",
+        "owners",
+        "partitions",
+        "scalars",
+        "state",
+        "topics",
+    )
 
-    def __init__(self, snap: dict[str, Any], cluster: str, per_partition: bool) -> None:
-        self.snap = snap
-        self.group_id: str = snap["group_id"]
-        self.kind: str = snap.get("kind") or "unknown"
-        self.state: str = snap.get("state") or "Unknown"
-        self.partitions = per_partition
-        label = self.label = f'cluster_name="{escape(cluster)}",group="{escape(self.group_id)}"'
-        rows = group_rows(snap)
-        chunks: list[str] = []
-        series = 0
-        for m in _STATIC_GROUP:
-            extra = m.labels[2:]
-            lines = []
-            for values, v in rows[m.name]:
-                ls = "".join(f',{k}="{escape(x)}"' for k, x in zip(extra, values, strict=True))
-                lines.append(f"{m.name}{{{label}{ls}}} {fmt(v)}\n")
-            series += len(lines)
-            chunks.append("".join(lines))
-        offsets = snap.get("offsets") or ()
-        if per_partition:
-            off: list[str] = []
-            ts: list[str] = []
-            owners = snapshot_owners(snap)
-            for o in offsets:
-                tp = f'{{{label},topic="{escape(o["topic"])}",partition="{o["partition"]}"'
-                ow = owners.get((o["topic"], o["partition"]), NO_OWNER)
-                off.append(
-                    f'{_OFFSET}{tp},member_host="{escape(ow.member_host)}",consumer_id="'
-                    f'{escape(ow.consumer_id)}",client_id="{escape(ow.client_id)}"}} {fmt(o["offset"])}\n'
-                )
-                commit_ms = o.get("commit_timestamp_ms")
-                if commit_ms is not None:
-                    ts.append(f"{_COMMIT_TS}{tp}}} {fmt(commit_ms / 1000)}\n")
-            series += len(off) + len(ts)
-            chunks.append("".join(off))
-            chunks.append("".join(ts))
-        self.chunks = tuple(chunks)
-        self.series = series
-        self.deadlines = sorted(d for o in offsets if (d := o.get("expires_at_ms")) is not None)
+    topics: tuple[tuple[str, int], ...]
+    partitions: array[int] | None
+    offsets: array[int] | None
+    commits: array[int] | None
+    owners: array[int] | None
+    owner_labels: tuple[str, ...]
+
+    def __init__(
+        self, group_id: str, blob: bytes, config: OffsetConfig, default_assignor: str, per_partition: bool
+    ) -> None:
+        g = codec.decode(blob)
+        deadlines = all_deadlines(g, config)
+        self.blob = blob
+        self.group_id = group_id
+        # kind and state as they are (the mirror-level count escapes them), the info labels escaped
+        kind = self.kind = sys.intern(g.display_kind or "unknown")
+        self.state = sys.intern(g.state or "Unknown")
+        modern = kind in _MODERN
+        protocol_type = kind if modern else g.protocol_type
+        self.info = (
+            _label(kind),
+            _label(g.group_type),
+            _label(protocol_type),
+            _label(assignor(g, default_assignor)[0]),
+        )
+        self.scalars = array("q", (_NONE if v is None else v for v in _scalar_values(g, modern)))
+        self.deadlines = array("q", sorted(d for d in deadlines.values() if d is not None))
+        self.topics = ()
+        self.partitions = self.offsets = self.commits = self.owners = None
+        self.owner_labels = _NO_OWNER_LABELS
+        if per_partition and g.offsets:
+            entries = sorted(g.offsets.items())
+            runs = Counter(topic for (topic, _), _ in entries)  # insertion order = sorted order
+            self.topics = tuple((_label(t), n) for t, n in runs.items())
+            self.partitions = array("q", (p for (_, p), _ in entries))
+            self.offsets = array("q", (e[0] for _, e in entries))
+            self.commits = array("q", (_NONE if e[3] is None else e[3] for _, e in entries))
+            owners = group_owners(g)
+            index: dict[Owner, int] = {NO_OWNER: 0}
+            for owner in owners.values():
+                index.setdefault(owner, len(index))
+            self.owner_labels = tuple(_owner_labels(o) for o in index)
+            self.owners = array("i", (index[owners.get(tp, NO_OWNER)] for tp, _ in entries))
 
     # -- time-dependent series ---------------------------------------------------------------
     def next_expiry(self, now_ms: int) -> Samples:
@@ -173,26 +196,164 @@ class GroupView:
             for window, seconds in EXPIRY_WINDOWS
         ]
 
-    def partition_rows(self, name: str) -> Iterator[tuple[tuple[str, ...], float]]:
-        """(label values after ``group``, value) of a per-partition family (for `registry_for`)."""
-        if not self.partitions:
-            return
-        owners = snapshot_owners(self.snap) if name == _OFFSET else {}
-        for o in self.snap.get("offsets") or ():
-            tp = (o["topic"], str(o["partition"]))
-            if name == _OFFSET:
-                ow = owners.get((o["topic"], o["partition"]), NO_OWNER)
-                yield (*tp, ow.member_host, ow.consumer_id, ow.client_id), o["offset"]
-            elif o.get("commit_timestamp_ms") is not None:
-                yield tp, o["commit_timestamp_ms"] / 1000
+
+def _owner_labels(o: Owner) -> str:
+    return (
+        f'member_host="{escape(o.member_host)}",consumer_id="{escape(o.consumer_id)}",'
+        f'client_id="{escape(o.client_id)}"'
+    )
 
 
-def _seconds(ms: int | None) -> Samples:
-    return [] if ms is None else [((), ms / 1000)]
+_NO_OWNER_LABELS: Final = (_owner_labels(NO_OWNER),)
+
+
+def _scalar_values(g: Group, modern: bool) -> list[int | None]:
+    """The `_SCALARS` of a group, in that order."""
+    newest = max((e[3] or 0 for e in g.offsets.values()), default=0)
+    by_name: dict[str, int | None] = {
+        "coordinator_mirror_group_state_since_timestamp_seconds": g.state_since_ms,
+        "coordinator_mirror_group_epoch": g.group_epoch if modern else g.generation,
+        "coordinator_mirror_group_assignment_epoch": g.assignment_epoch if modern else None,
+        "coordinator_mirror_group_members": len(g.members),
+        "coordinator_mirror_group_last_rebalance_timestamp_seconds": g.last_rebalance_ms,
+        "coordinator_mirror_group_offsets": len(g.offsets),
+        "coordinator_mirror_group_last_commit_timestamp_seconds": newest or None,
+    }
+    for key, (name, _) in GROUP_COUNTERS.items():
+        by_name[name] = g.counters.get(key, 0)
+    return [by_name[name] for name in _SCALARS]
+
+
+def _ms(value: int) -> str:
+    """A time in ms as seconds, exactly: ``1700000000123e-3`` is the same float as ms / 1000."""
+    return f"{value}e-3"
+
+
+class _Body:
+    """The response body, written as it is rendered: parts are joined and encoded a few thousand at
+    a time, so neither a million small strings nor a second copy of the body are ever alive.  The
+    buffer starts at ``size_hint`` bytes (the last body's size, plus a margin): growing a 150 MB
+    buffer from nothing costs ~70 reallocations copying ~9x its size; a fresh zeroed allocation of
+    the hinted size costs nothing until written."""
+
+    def __init__(self, size_hint: int = 0) -> None:
+        self.out = io.BytesIO(bytes(size_hint)) if size_hint else io.BytesIO()
+        self.parts: list[str] = []
+        self.series = 0
+
+    def flush(self) -> None:
+        if self.parts:
+            self.out.write("".join(self.parts).encode("utf-8"))
+            self.parts.clear()
+
+    def header(self, m: MetricDef) -> None:
+        self.flush()
+        text = m.help.replace("\\", "\\\\").replace("\n", "\\n")
+        self.parts.append(f"# HELP {m.name} {text}\n# TYPE {m.name} {m.type}\n")
+
+    def samples(self, m: MetricDef, samples: Samples, prefix: str = "", written: int = 0) -> None:
+        """Samples with their own label values: the family's labels after the first ``written``,
+        which ``prefix`` holds as text."""
+        labels = m.labels[written:]
+        sep = "," if prefix and labels else ""
+        for values, value in samples:
+            ls = ",".join(f'{k}="{escape(x)}"' for k, x in zip(labels, values, strict=True))
+            self.parts.append(f"{m.name}{{{prefix}{sep}{ls}}} {fmt(value)}\n")
+        self.series += len(samples)
+
+    def getvalue(self) -> bytes:
+        self.flush()
+        self.out.truncate()  # the hinted size's unwritten tail
+        return self.out.getvalue()  # BytesIO hands its buffer over: no copy
+
+
+def _write_groups(body: _Body, views: Sequence[GroupNumbers], cluster: str, now_ms: int) -> None:
+    """Every per-group and per-partition family, one family at a time (the text format wants a
+    family's samples together)."""
+    c = escape(cluster)
+    labels = [f'cluster_name="{c}",group="{escape(v.group_id)}"' for v in views]
+    _write_group_families(body, views, labels, now_ms)
+    _write_partition_families(body, views, labels)
+
+
+def _write_group_families(body: _Body, views: Sequence[GroupNumbers], labels: list[str], now_ms: int) -> None:
+    parts = body.parts
+    n = len(views)
+    for m in GROUP_METRICS:
+        body.header(m)
+        name = m.name
+        if name == _INFO:
+            for v, lab in zip(views, labels, strict=True):
+                k, t, pt, a = v.info
+                parts.append(f'{name}{{{lab},kind="{k}",type="{t}",protocol_type="{pt}",protocol="{a}"}} 1\n')
+            body.series += n
+        elif name == _STATE:
+            for v, lab in zip(views, labels, strict=True):
+                states = GROUP_STATES.get(v.kind, ())
+                if v.state not in states:
+                    states = (*states, v.state)
+                parts.extend(
+                    f'{name}{{{lab},state="{escape(s)}"}} {1 if s == v.state else 0}\n' for s in states
+                )
+                body.series += len(states)
+        elif name in _SCALAR_MS:
+            i = _SCALARS.index(name)
+            if _SCALAR_MS[name]:
+                lines = [
+                    f"{name}{{{lab}}} {x}e-3\n"
+                    for v, lab in zip(views, labels, strict=True)
+                    if (x := v.scalars[i]) != _NONE
+                ]
+            else:
+                lines = [
+                    f"{name}{{{lab}}} {x}\n"
+                    for v, lab in zip(views, labels, strict=True)
+                    if (x := v.scalars[i]) != _NONE
+                ]
+            parts.extend(lines)
+            body.series += len(lines)
+        else:  # the time-dependent families
+            fn = GroupNumbers.next_expiry if name == _NEXT_EXPIRY else GroupNumbers.expiring
+            for v, lab in zip(views, labels, strict=True):
+                body.samples(m, fn(v, now_ms), lab, 2)
+        body.flush()
+
+
+def _write_partition_families(body: _Body, views: Sequence[GroupNumbers], labels: list[str]) -> None:
+    parts = body.parts
+    for m in PARTITION_METRICS:
+        body.header(m)
+        name = m.name
+        for v, lab in zip(views, labels, strict=True):
+            if v.partitions is None:
+                continue
+            values = v.offsets if name == _OFFSET else v.commits
+            assert values is not None and v.owners is not None
+            before = len(parts)
+            start = 0
+            for topic, count in v.topics:
+                tp = f'{name}{{{lab},topic="{topic}",partition="'
+                end = start + count
+                pv = zip(v.partitions[start:end], values[start:end], strict=True)
+                if name == _OFFSET:
+                    own = v.owner_labels
+                    parts.extend(
+                        [
+                            f'{tp}{p}",{own[i]}}} {x}\n'
+                            for (p, x), i in zip(pv, v.owners[start:end], strict=True)
+                        ]
+                    )
+                else:
+                    parts.extend([f'{tp}{p}"}} {x}e-3\n' for p, x in pv if x != _NONE])
+                start = end
+            body.series += len(parts) - before
+            if len(parts) > _FLUSH_PARTS:
+                body.flush()
+        body.flush()
 
 
 class MirrorMetrics:
-    """The per-mirror exporter state: the view cache and what is folded from query progress."""
+    """The per-mirror exporter state: the group views and what is folded from query progress."""
 
     def __init__(self, mirror: Any) -> None:
         self.mirror = mirror
@@ -201,9 +362,14 @@ class MirrorMetrics:
         self.per_partition: bool = bool(settings.metrics_per_partition)
         regex = settings.metrics_group_regex
         self.group_regex: re.Pattern[str] | None = re.compile(regex) if regex else None
+        #: the state layer's configuration the mirror built once (expiry deadlines)
+        self.config: OffsetConfig = mirror.offset_config
+        self.default_assignor: str = settings.default_server_assignor
+        #: families computed elsewhere, written after the mirror's own at every scrape
+        self.providers: list[SampleProvider] = []
         self.start_time = time.time()
         self._lock = threading.Lock()
-        self._views: dict[str, GroupView] = {}
+        self._views: dict[str, GroupNumbers] = {}
         # folded from mirror.progress_history (which keeps the last 100 batches only)
         self._last_batch_id = -1
         self.batches = 0
@@ -213,6 +379,7 @@ class MirrorMetrics:
         self.phase_seconds: dict[str, float] = {}
         self.last_series = 0
         self.last_render_seconds = 0.0
+        self._last_size = 0
 
     # -- groups ------------------------------------------------------------------------------
     def _wants_partitions(self, group_id: str) -> bool:
@@ -220,15 +387,14 @@ class MirrorMetrics:
             return False
         return self.group_regex is None or self.group_regex.search(group_id) is not None
 
-    def views(self) -> list[GroupView]:
-        """Current views, one per snapshot in the store; unchanged snapshots reuse their view."""
+    def views(self) -> list[GroupNumbers]:
+        """Current views, one per group in the store; a group whose bytes did not change keeps its view."""
         old = self._views
-        new: dict[str, GroupView] = {}
-        for snap in self.mirror.store.snapshots():
-            gid = snap["group_id"]
+        new: dict[str, GroupNumbers] = {}
+        for gid, blob in self.mirror.store.states():
             v = old.get(gid)
-            if v is None or v.snap is not snap:
-                v = GroupView(snap, self.cluster, self._wants_partitions(gid))
+            if v is None or v.blob is not blob:
+                v = GroupNumbers(gid, blob, self.config, self.default_assignor, self._wants_partitions(gid))
             new[gid] = v
         self._views = new
         return list(new.values())
@@ -252,7 +418,7 @@ class MirrorMetrics:
                 self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + ms / 1000
         return history[-1] if history else None
 
-    def mirror_samples(self, views: list[GroupView]) -> dict[str, Samples]:
+    def mirror_samples(self, views: Sequence[GroupNumbers]) -> dict[str, Samples]:
         m = self.mirror
         store = m.store
         c = self.cluster
@@ -284,16 +450,14 @@ class MirrorMetrics:
         out["coordinator_mirror_skipped_records_total"] = [
             ((c, *k[1:]), n) for k, n in sorted(tallies.items()) if k[0] == "skipped"
         ]
-        out["coordinator_mirror_events_total"] = _seeded(c, tallies, "event", _event_types())
+        out["coordinator_mirror_events_total"] = _seeded(c, tallies, "event", EVENT_TYPES)
         out["coordinator_mirror_offsets_expired_total"] = _seeded(
             c, tallies, "offsets_expired", ("mirror", "broker")
         )
         out["coordinator_mirror_groups_deleted_total"] = _seeded(
             c, tallies, "group_deleted", ("tombstone", "expired")
         )
-        by_state: dict[tuple[str, str], int] = {}
-        for v in views:
-            by_state[(v.state, v.kind)] = by_state.get((v.state, v.kind), 0) + 1
+        by_state = Counter((v.state, v.kind) for v in views)
         out["coordinator_mirror_groups"] = [((c, s, k), n) for (s, k), n in sorted(by_state.items())]
         last = self._fold_progress()
         out["coordinator_mirror_batches_total"] = [((c,), self.batches)]
@@ -322,107 +486,43 @@ class MirrorMetrics:
         out.append((f"{name}_count", {"cluster_name": c}, float(self.batches)))
         return out
 
-    # -- the two renderers -------------------------------------------------------------------
+    # -- the exposition ----------------------------------------------------------------------
     def exposition(self) -> bytes:
-        """The text format (version 0.0.4), written directly from the cached chunks."""
+        """The text format (version 0.0.4)."""
         with self._lock:
             started = time.perf_counter()
             now_ms = int(time.time() * 1000)
             views = self.views()
-            parts: list[str] = []
-            for i, m in enumerate(_STATIC_GROUP):
-                parts.append(_header(m))
-                parts.extend(v.chunks[i] for v in views)
-            series = sum(v.series for v in views)
-            for name, fn in ((_NEXT_EXPIRY, GroupView.next_expiry), (_EXPIRING, GroupView.expiring)):
-                m = BY_NAME[name]
-                parts.append(_header(m))
-                extra = m.labels[2:]
-                for v in views:
-                    for values, value in fn(v, now_ms):
-                        ls = "".join(f',{k}="{x}"' for k, x in zip(extra, values, strict=True))
-                        parts.append(f"{name}{{{v.label}{ls}}} {fmt(value)}\n")
-                        series += 1
-            n = len(_STATIC_GROUP)
-            for i, m in enumerate(PARTITION_METRICS):
-                parts.append(_header(m))
-                parts.extend(v.chunks[n + i] for v in views if v.partitions)
+            body = _Body(self._last_size + self._last_size // 8 + 2**16 if self._last_size else 0)
+            _write_groups(body, views, self.cluster, now_ms)
             mirror = self.mirror_samples(views)
             for m in MIRROR_METRICS:
-                parts.append(_header(m))
+                body.header(m)
                 if m.type == "histogram":
                     for sname, labels, value in self.histogram_samples():
                         ls = ",".join(f'{k}="{escape(x)}"' for k, x in labels.items())
-                        parts.append(f"{sname}{{{ls}}} {fmt(value)}\n")
-                        series += 1
-                    continue
-                for values, value in mirror[m.name]:
-                    ls = ",".join(f'{k}="{escape(x)}"' for k, x in zip(m.labels, values, strict=True))
-                    parts.append(f"{m.name}{{{ls}}} {fmt(value)}\n")
-                    series += 1
-            self.last_series = series
-            self.last_render_seconds = time.perf_counter() - started
-            return "".join(parts).encode("utf-8")
-
-    def families(self) -> Iterator[Metric]:
-        """The same series as prometheus_client metric families (for `registry_for`)."""
-        with self._lock:
-            started = time.perf_counter()
-            now_ms = int(time.time() * 1000)
-            views = self.views()
-            series = 0
-            c = self.cluster
-            rows = [group_rows(v.snap) for v in views]
-            for m in GROUP_METRICS:
-                metric = _family(m)
-                for v, r in zip(views, rows, strict=True):
-                    if m.name == _NEXT_EXPIRY:
-                        samples = v.next_expiry(now_ms)
-                    elif m.name == _EXPIRING:
-                        samples = v.expiring(now_ms)
-                    else:
-                        samples = r[m.name]
-                    for values, value in samples:
-                        labels = dict(zip(m.labels, (c, v.group_id, *values), strict=True))
-                        metric.samples.append(Sample(m.name, labels, value))
-                series += len(metric.samples)
-                yield metric
-            for m in PARTITION_METRICS:
-                metric = _family(m)
-                for v in views:
-                    for values, pv in v.partition_rows(m.name):
-                        labels = {"cluster_name": c, "group": v.group_id}
-                        labels.update(zip(m.labels[2:], values, strict=True))
-                        metric.samples.append(Sample(m.name, labels, pv))
-                series += len(metric.samples)
-                yield metric
-            mirror = self.mirror_samples(views)
-            for m in MIRROR_METRICS:
-                metric = _family(m)
-                if m.type == "histogram":
-                    for sname, labels, value in self.histogram_samples():
-                        metric.samples.append(Sample(sname, labels, value))
+                        body.parts.append(f"{sname}{{{ls}}} {fmt(value)}\n")
+                        body.series += 1
                 else:
-                    for values, value in mirror[m.name]:
-                        metric.samples.append(Sample(m.name, dict(zip(m.labels, values, strict=True)), value))
-                series += len(metric.samples)
-                yield metric
-            self.last_series = series
+                    body.samples(m, mirror[m.name])
+            for provider in self.providers:
+                for m, samples in provider():
+                    body.header(m)
+                    body.samples(m, samples)
+            # the lag families: their own cached text (not counted in ``last_series``), written
+            # into the same buffer so the body is never copied
+            body.flush()
+            body.out.write(lag_exposition(self.mirror))
+            out = body.getvalue()
+            self._last_size = len(out)
+            self.last_series = body.series
             self.last_render_seconds = time.perf_counter() - started
+            return out
 
 
 def fmt_le(bound: float) -> str:
     """Bucket bounds as prometheus_client writes them (``1.0``, ``0.25``)."""
     return repr(float(bound))
-
-
-def _header(m: MetricDef) -> str:
-    text = m.help.replace("\\", "\\\\").replace("\n", "\\n")
-    return f"# HELP {m.name} {text}\n# TYPE {m.name} {m.type}\n"
-
-
-def _family(m: MetricDef) -> Metric:
-    return Metric(m.family, m.help, m.type)
 
 
 def _records_by_type(cluster: str, obs: dict[str, int]) -> Samples:
@@ -454,18 +554,6 @@ def _seeded(cluster: str, tallies: dict[tuple[str, ...], int], kind: str, seed: 
     return [((cluster, k), n) for k, n in sorted(values.items())]
 
 
-def _event_types() -> tuple[str, ...]:
-    return tuple(EVENT_TYPES)
-
-
-class _Collector:
-    def __init__(self, metrics: MirrorMetrics) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        return self.metrics.families()
-
-
 def metrics_for(mirror: Any) -> MirrorMetrics:
     """The mirror's exporter state (one per mirror: the view cache lives here)."""
     m: MirrorMetrics | None = getattr(mirror, "_metrics", None)
@@ -475,17 +563,29 @@ def metrics_for(mirror: Any) -> MirrorMetrics:
     return m
 
 
-def registry_for(mirror: Any) -> CollectorRegistry:
-    """A prometheus_client registry serving the mirror's series (what ``Mirror.metrics_exposition``
-    hands to ``generate_latest``)."""
-    reg: CollectorRegistry | None = getattr(mirror, "_registry", None)
-    if reg is None:
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(_Collector(metrics_for(mirror)))
-        mirror._registry = reg
-    return reg
+OPENMETRICS_CONTENT_TYPE: Final = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#: "# HELP x_total" / "# TYPE x_total counter": OpenMetrics names a counter family without _total
+_COUNTER_HEADER: Final = re.compile(rb"^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)_total\b", re.MULTILINE)
+
+
+def to_openmetrics(text: bytes) -> bytes:
+    """The text format (0.0.4) as OpenMetrics 1.0: for the series of this catalogue the two differ
+    only in the counter families' names (without ``_total`` in HELP and TYPE; samples keep it) and
+    the closing ``# EOF``."""
+    counters = {m.name.encode() for m in BY_NAME.values() if m.type == "counter"}
+
+    def family(match: re.Match[bytes]) -> bytes:
+        name = match.group(2) + b"_total"
+        return b"# %s %s" % (match.group(1), match.group(2) if name in counters else name)
+
+    return _COUNTER_HEADER.sub(family, text) + b"# EOF\n"
+
+
+def openmetrics_exposition(mirror: Any) -> tuple[bytes, str]:
+    """``(body, content type)`` in OpenMetrics 1.0, for scrapers that ask for it."""
+    return to_openmetrics(metrics_for(mirror).exposition()), OPENMETRICS_CONTENT_TYPE
 
 
 def exposition(mirror: Any) -> tuple[bytes, str]:
-    """``(body, content type)`` for ``GET /metrics`` -- the fast path, same series as `registry_for`."""
-    return metrics_for(mirror).exposition() + lag_exposition(mirror), CONTENT_TYPE_PLAIN_0_0_4
+    """``(body, content type)`` for ``GET /metrics``."""
+    return metrics_for(mirror).exposition(), CONTENT_TYPE_PLAIN_0_0_4

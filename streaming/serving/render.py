@@ -16,26 +16,22 @@ from typing import Any
 from state import codec
 from state.config import OffsetConfig
 from state.expiry import all_deadlines
+from state.model import CLASSIC, CONSUMER, SIMPLE, Group
 from state.snapshot import snapshot
 
 
-def with_assignor(snapshot: dict[str, Any], default_server_assignor: str) -> dict[str, Any]:
-    kind = snapshot.get("kind")
-    if kind == "consumer":
-        votes = Counter(
-            m.get("server_assignor") for m in snapshot.get("members", []) if m.get("server_assignor")
-        )
+def assignor(group: Group, default_server_assignor: str) -> tuple[str | None, str | None]:
+    """The group's assignor and where it comes from (``members``, ``broker_default``, ``log``)."""
+    kind = group.display_kind
+    if kind == CONSUMER:
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         if votes:
             # most common; ties broken by name for a stable answer
-            name = sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-            snapshot["assignor"], snapshot["assignor_source"] = name, "members"
-        else:
-            snapshot["assignor"], snapshot["assignor_source"] = default_server_assignor, "broker_default"
-    elif kind in ("classic", "simple"):
-        snapshot["assignor"], snapshot["assignor_source"] = snapshot.get("protocol"), "log"
-    else:
-        snapshot["assignor"], snapshot["assignor_source"] = None, None
-    return snapshot
+            return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0], "members"
+        return default_server_assignor, "broker_default"
+    if kind in (CLASSIC, SIMPLE):
+        return group.protocol, "log"
+    return None, None
 
 
 def snapshot_renderer(
@@ -47,6 +43,8 @@ def snapshot_renderer(
 
     def render(blob: bytes) -> dict[str, Any]:
         group = codec.decode(blob)
-        return with_assignor(snapshot(group, config, all_deadlines(group, config)), default_server_assignor)
+        out = snapshot(group, config, all_deadlines(group, config))
+        out["assignor"], out["assignor_source"] = assignor(group, default_server_assignor)
+        return out
 
     return render

@@ -1,35 +1,32 @@
-"""The driver's view of the mirror: the latest snapshot of every group, readiness, and recent errors.
+"""The driver's view of the mirror: every group's state bytes and summary, readiness, recent errors.
 
 Written by the query's ``foreachBatch`` sink (one writer), read by the HTTP API and the metrics
-collector (many readers).  Snapshot application is idempotent per batch id: replaying a batch
-after a restart rewrites the same snapshots.
+exporter (many readers).  Snapshot application is idempotent per batch id: replaying a batch
+after a restart rewrites the same state.
 
-A group arrives either as its snapshot (a JSON-able dict) or -- what the query sends -- as its
-state bytes (`state.codec`, ~0.8 KB for 50 offsets) with its small ``GET /groups`` summary.  The
-full snapshot (~14 KB of JSON for 50 offsets) is rendered from the bytes when somebody reads it
-(``GET /groups/{id}``, a metrics scrape) and cached until the group changes: a group that changes
-in every micro-batch is rendered at most once per read, not once per batch, and rendering leaves
-the executors' per-group budget.
+A group arrives as its state bytes (`state.codec`, ~0.8 KB for 50 offsets) with its small
+``GET /groups`` summary: together they are the driver's source of truth.  Everything else is
+derived from the bytes: the metrics exporter decodes them into a few numbers per group
+(`streaming.serving.metrics`), and ``GET /groups/{id}`` renders the full snapshot (~14 KB of JSON,
+~30 KB of Python objects for 50 offsets) when it is read, through a cache bounded in bytes (LRU,
+``snapshot_cache_bytes``): a group read again before it changes is not rendered again, a group
+that changes in every micro-batch is rendered at most once per read, and 100k groups never hold
+100k rendered snapshots.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-#: a group as applied to the store: its snapshot dict, or its state bytes to render on read
-Snapshot = dict[str, Any]
-Renderer = Callable[[bytes], Snapshot]
+from typing import Any, Final
 
 
 @dataclass
 class BatchStats:
     batch_id: int = -1
-    input_rows: int = 0
     output_rows: int = 0
     duration_ms: int = 0
     finished_at_ms: int = 0
@@ -56,8 +53,6 @@ class Readiness:
     latest: dict[int, int] = field(default_factory=dict)
     ready: bool = False
     ready_at_ms: int | None = None
-    #: for sources without offsets (capture replay): ready once the input ran dry after data
-    drained: bool = False
 
     def update(self, positions: Mapping[int, int], latest: Mapping[int, int] | None = None) -> None:
         self.positions.update(positions)
@@ -112,59 +107,72 @@ class Readiness:
         }
 
 
+#: a rendered ``GET /groups/{id}`` snapshot
+Snapshot = dict[str, Any]
+Renderer = Callable[[bytes], Snapshot]
+#: (group id, state bytes -- None if the group was deleted --, summary -- None with no bytes)
+GroupRow = tuple[str, bytes | None, dict[str, Any] | None]
+
+DEFAULT_CACHE_BYTES: Final = 64 * 2**20
+
+
+def snapshot_size(snapshot: Snapshot) -> int:
+    """What a rendered snapshot costs in memory, approximately (its Python objects: a dict per
+    offset and per member dominate).  Within ~1.5x of tracemalloc's count for the shapes
+    tests/test_streaming/test_store.py measures; exact accounting would cost more than rendering."""
+    return 2_000 + 700 * len(snapshot.get("offsets") or ()) + 1_100 * len(snapshot.get("members") or ())
+
+
 class SnapshotStore:
-    """Thread-safe map group id -> latest snapshot, plus mirror-wide status.
+    """Thread-safe map group id -> (state bytes, summary), plus mirror-wide status.
 
     ``renderer`` turns a group's state bytes into its snapshot (`streaming.serving.render.snapshot_renderer`);
-    it is needed only when bytes are applied."""
+    it is needed only when bytes are applied.  ``cache_bytes`` bounds the rendered snapshots kept
+    (`snapshot_size` each; 0: none kept)."""
 
-    def __init__(self, max_errors: int = 1000, renderer: Renderer | None = None) -> None:
+    def __init__(
+        self, max_errors: int = 1000, renderer: Renderer | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
         self._lock = threading.RLock()
-        #: group id -> snapshot dict, or state bytes not rendered yet
-        self._groups: dict[str, Snapshot | bytes] = {}
-        self._summaries: dict[str, dict[str, Any]] = {}
+        #: group id -> (state bytes, summary)
+        self._groups: dict[str, tuple[bytes, dict[str, Any]]] = {}
+        #: group id -> (the state bytes it was rendered from, snapshot, size); least recently read first
+        self._cache: OrderedDict[str, tuple[bytes, Snapshot, int]] = OrderedDict()
+        self._cached_bytes = 0
+        self.cache_bytes = cache_bytes
         self.renderer = renderer
         self.readiness = Readiness()
         self.last_batch = BatchStats()
         #: recent undecodable / unknown records with their partition and offset (newest last)
         self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
-        self.counters: dict[str, int] = {}
         #: mirror-lifetime counts by key tuple, for the metrics: ("event", type),
         #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
         self.tallies: dict[tuple[str, ...], int] = {}
         self.failure: str | None = None
-        self.applied_batch_id = -1
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
-    def apply(
-        self,
-        batch_id: int,
-        snapshots: Iterable[tuple[str, Snapshot | bytes | None, dict[str, Any] | None]],
-    ) -> None:
-        """``snapshots``: (group id, snapshot or state bytes -- None if the group was deleted --,
-        summary).  A summary is required with state bytes."""
+    def apply(self, batch_id: int, groups: Iterable[GroupRow]) -> None:
+        """``groups``: (group id, state bytes -- None if the group was deleted --, summary).  A
+        summary is required with state bytes.  ``batch_id`` is the micro-batch's (for the log)."""
         with self._lock:
-            for group_id, snapshot, summary in snapshots:
-                if snapshot is None:
+            for group_id, blob, summary in groups:
+                self._uncache(group_id)
+                if blob is None:
                     self._groups.pop(group_id, None)
-                    self._summaries.pop(group_id, None)
                     continue
-                if isinstance(snapshot, bytes):
-                    if summary is None or self.renderer is None:
-                        raise ValueError(f"group {group_id!r}: state bytes need a summary and a renderer")
-                    self._summaries[group_id] = summary
-                else:
-                    self._summaries[group_id] = summary if summary is not None else snapshot
-                self._groups[group_id] = snapshot
-            self.applied_batch_id = max(self.applied_batch_id, batch_id)
+                if summary is None or self.renderer is None:
+                    raise ValueError(
+                        f"batch {batch_id}, group {group_id!r}: state bytes need a summary and a renderer"
+                    )
+                self._groups[group_id] = (blob, summary)
 
-    def load(self, snapshots: Iterable[tuple[str, Snapshot | bytes, dict[str, Any]]]) -> int:
+    def load(self, groups: Iterable[tuple[str, bytes, dict[str, Any]]]) -> int:
         """Bulk-load groups recovered from the checkpointed state at start."""
         n = 0
         with self._lock:
-            for group_id, snapshot, summary in snapshots:
-                self._groups[group_id] = snapshot
-                self._summaries[group_id] = summary
+            for group_id, blob, summary in groups:
+                self._uncache(group_id)
+                self._groups[group_id] = (blob, summary)
                 n += 1
         return n
 
@@ -172,35 +180,53 @@ class SnapshotStore:
         with self._lock:
             self.errors.extend(errors)
 
-    def count(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            self.counters[name] = self.counters.get(name, 0) + n
-
     def add_tallies(self, counts: Mapping[tuple[str, ...], int]) -> None:
         with self._lock:
             for key, n in counts.items():
                 self.tallies[key] = self.tallies.get(key, 0) + n
 
-    # -- reads (HTTP, metrics) -----------------------------------------------------------------
-    def _rendered(self, pending: Mapping[str, bytes]) -> dict[str, Snapshot]:
-        """Render state bytes outside the lock (the sink keeps applying meanwhile), then cache
-        each snapshot unless the group changed again in between."""
-        if not pending:
-            return {}
-        assert self.renderer is not None  # apply() refuses bytes without one
-        done = {gid: self.renderer(blob) for gid, blob in pending.items()}
-        with self._lock:
-            for gid, snap in done.items():
-                if self._groups.get(gid) is pending[gid]:
-                    self._groups[gid] = snap
-        return done
+    # -- the snapshot cache (callers hold the lock) --------------------------------------------
+    def _uncache(self, group_id: str) -> None:
+        hit = self._cache.pop(group_id, None)
+        if hit is not None:
+            self._cached_bytes -= hit[2]
 
+    def _cache_put(self, group_id: str, blob: bytes, snap: Snapshot) -> None:
+        size = snapshot_size(snap)
+        if size > self.cache_bytes:
+            return
+        self._uncache(group_id)
+        self._cache[group_id] = (blob, snap, size)
+        self._cached_bytes += size
+        while self._cached_bytes > self.cache_bytes:
+            _, (_, _, evicted) = self._cache.popitem(last=False)
+            self._cached_bytes -= evicted
+
+    # -- reads (HTTP, metrics) -----------------------------------------------------------------
     def group(self, group_id: str) -> Snapshot | None:
+        """The group's full snapshot: from the cache, else rendered from its bytes (outside the
+        lock: the sink keeps applying meanwhile) and cached unless the group changed in between."""
         with self._lock:
             found = self._groups.get(group_id)
-        if isinstance(found, bytes):
-            return self._rendered({group_id: found})[group_id]
-        return found
+            if found is None:
+                return None
+            blob = found[0]
+            hit = self._cache.get(group_id)
+            if hit is not None and hit[0] is blob:
+                self._cache.move_to_end(group_id)
+                return hit[1]
+        assert self.renderer is not None  # apply() refuses bytes without one
+        snap = self.renderer(blob)
+        with self._lock:
+            current = self._groups.get(group_id)
+            if current is not None and current[0] is blob:
+                self._cache_put(group_id, blob, snap)
+        return snap
+
+    def states(self) -> list[tuple[str, bytes]]:
+        """(group id, state bytes) of every group, in the order the groups first arrived."""
+        with self._lock:
+            return [(gid, v[0]) for gid, v in self._groups.items()]
 
     def tallies_snapshot(self) -> dict[tuple[str, ...], int]:
         with self._lock:
@@ -208,15 +234,7 @@ class SnapshotStore:
 
     def summaries(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [self._summaries[g] for g in sorted(self._summaries)]
-
-    def snapshots(self) -> list[Snapshot]:
-        """Every group's snapshot (rendering the ones that changed since they were last read)."""
-        with self._lock:
-            current = dict(self._groups)
-        pending = {gid: v for gid, v in current.items() if isinstance(v, bytes)}
-        rendered = self._rendered(pending)
-        return [v if isinstance(v, dict) else rendered[gid] for gid, v in current.items()]
+            return [self._groups[g][1] for g in sorted(self._groups)]
 
     def __len__(self) -> int:
         with self._lock:

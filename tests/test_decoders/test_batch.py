@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -14,20 +12,18 @@ from decoders.batch import (
     OUTPUT_SCHEMA,
     OUTPUT_SPARK_DDL,
     decode_arrow,
-    decode_batch,
-    decode_pandas,
-    map_in_arrow,
-    map_in_pandas,
     result_columns,
 )
+from decoders.columns import COLUMNS, DECODED, ERROR_FIELDS, SHUFFLED
 from decoders.decode import decode_record
 from decoders.payload import payload_to_record
-from decoders.records import Record, Source
+from decoders.records import DecodeError, ErrorKind, Record, Source
 
 from .builders import Case, all_cases
 
 CASES = [c for c in all_cases() if c.variant in ("full", "empty")]
 T0 = 1_700_000_000_000
+NO_SRC = Source(-1, -1, -1)
 
 
 def rows_of(cases: list[Case], tombstones: bool = True) -> list[tuple[bytes, bytes | None]]:
@@ -80,11 +76,12 @@ def test_payload_turns_back_into_the_typed_record() -> None:
     for i, (k, v) in enumerate(ROWS):
         row = out[i]
         if row["record_type"] in (0, 1):
-            assert row["payload"] is None or "unknown_tags" in row["payload"]
+            assert row["payload"] is None or payload_to_record(row["payload"], NO_SRC).value.unknown_tags
             continue
         assert row["status"] == "ok"
-        rec = payload_to_record(row["payload"])
-        assert rec == decode_record(k, v, Source(i % 50, 1000 + i, T0 + i))
+        src = Source(i % 50, 1000 + i, T0 + i)
+        rec = payload_to_record(row["payload"], src)
+        assert rec == decode_record(k, v, src)
         seen_types.add(rec.record_type)
     assert seen_types == {k for k in range(2, 24) if k != 18}
 
@@ -98,7 +95,7 @@ def test_offset_commit_columns() -> None:
     assert row["committed_offset"] == rec.value.offset
     assert row["topic_id"] == rec.value.topic_id and len(row["topic_id"]) == 22
     assert row["payload"] is not None  # the "full" sample carries an unknown tag: kept in payload
-    assert payload_to_record(row["payload"]).value.unknown_tags == ((90, b"\x01\x02\x03"),)
+    assert payload_to_record(row["payload"], NO_SRC).value.unknown_tags == ((90, b"\x01\x02\x03"),)
 
 
 @pytest.mark.parametrize(
@@ -150,48 +147,35 @@ def test_empty_and_all_tombstone_batches() -> None:
     assert decode_arrow(to_batch([(k, None) for k, _ in ROWS[:10]]), fast_path=False).equals(out)
 
 
-def test_pandas_in_pandas_out() -> None:
-    df = pd.DataFrame(
-        {
-            "key": [k for k, _ in ROWS],
-            "value": [v for _, v in ROWS],
-            "partition": [0] * len(ROWS),
-            "offset": range(len(ROWS)),
-            "timestamp": pd.to_datetime([T0] * len(ROWS), unit="ms"),
-            "topic": ["__consumer_offsets"] * len(ROWS),  # extra Kafka source columns are ignored
-        }
-    )
-    out = decode_pandas(df)
-    assert list(out.columns) == OUTPUT_SCHEMA.names
-    assert str(out["record_type"].dtype) == "Int16" and str(out["committed_offset"].dtype) == "Int64"
-    assert (out["source_timestamp_ms"] == T0).all()
-    assert out["record_type"].tolist() == decode_arrow(to_batch(ROWS)).column("record_type").to_pylist()
-    pd.testing.assert_frame_equal(decode_batch(df), out)
-    assert isinstance(decode_batch(to_batch(ROWS)), pa.RecordBatch)
+def test_extra_kafka_source_columns_are_ignored() -> None:
+    topic = pa.array(["__consumer_offsets"] * len(ROWS))
+    assert decode_arrow(to_batch(ROWS, topic=topic)).equals(decode_arrow(to_batch(ROWS)))
 
 
-def test_spark_style_iterators() -> None:
-    batch = to_batch(ROWS)
-    outs = list(map_in_arrow(iter([batch.slice(0, 5), batch.slice(5)])))
-    assert pa.Table.from_batches(outs).combine_chunks().to_batches()[0].equals(decode_arrow(batch))
-    frames = list(
-        map_in_pandas(
-            iter(
-                [
-                    decode_arrow(batch)
-                    .to_pandas()[[]]
-                    .assign(
-                        key=[k for k, _ in ROWS],
-                        value=[v for _, v in ROWS],
-                        partition=0,
-                        offset=0,
-                        timestamp=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
-                    )
-                ]
-            )
-        )
-    )
-    assert len(frames) == 1 and len(frames[0]) == len(ROWS)
+def test_the_schema_ddl_pack_order_and_error_fields_come_from_one_declaration() -> None:
+    assert OUTPUT_SCHEMA.names == [c.name for c in DECODED]
+    assert [c.name for c in COLUMNS[len(DECODED) :]] == ["n_commits", "n_tombstones"]
+    assert [f.nullable for f in OUTPUT_SCHEMA] == [c.nullable for c in DECODED]
+    assert OUTPUT_SCHEMA.field("payload").type == pa.binary()
+    assert "payload BINARY" in OUTPUT_SPARK_DDL and "error_kind STRING" in OUTPUT_SPARK_DDL
+    assert "group_id" not in SHUFFLED and "payload" in SHUFFLED and SHUFFLED[-1] == "n_tombstones"
+    assert set(ERROR_FIELDS) <= set(SHUFFLED) and "error_kind" in ERROR_FIELDS
+
+
+def test_error_rows_carry_the_kind_and_the_reason() -> None:
+    ok_key = ROWS[0][0]
+    bad = [
+        (b"\x00", None),  # key shorter than its type prefix
+        (ok_key, b"\x7f\x00"),  # value version 32512
+        (ok_key + b"\x00", None),  # a byte after the last key field
+    ]
+    out = decode_arrow(to_batch(bad)).to_pylist()
+    assert [r["status"] for r in out] == ["error"] * 3
+    assert [r["error_kind"] for r in out] == ["truncated", "unknown_version", "trailing_bytes"]
+    for (k, v), row in zip(bad, out, strict=True):
+        err = decode_record(k, v)
+        assert isinstance(err, DecodeError) and row["error_reason"] == err.reason
+        assert ErrorKind(row["error_kind"]) is err.kind
 
 
 def test_input_without_kafka_columns_is_rejected() -> None:

@@ -9,7 +9,7 @@ import pytest
 from decoders import decode as decode_mod
 from decoders.decode import decode_record
 from decoders.kafka_json import record_json
-from decoders.records import DecodeError, OffsetCommitKey, Record, Source, UnknownRecord
+from decoders.records import DecodeError, ErrorKind, OffsetCommitKey, Record, Source, UnknownRecord
 
 K1 = bytes.fromhex("0001" + "000167" + "000174" + "00000000")
 K2 = bytes.fromhex("0002" + "000167")
@@ -44,7 +44,7 @@ def test_unknown_value_version_of_a_known_type(k: int, version: int) -> None:
         "version",
         0,
     )
-    assert "unknown value version" in err.reason
+    assert "unknown value version" in err.reason and err.kind is ErrorKind.UNKNOWN_VERSION
     assert err.key is not None and err.source == SRC
 
 
@@ -58,6 +58,7 @@ def test_pathological_array_count_fails_fast_at_the_count() -> None:
     assert time.perf_counter() - t0 < 0.05
     assert isinstance(err, DecodeError)
     assert err.field == "members" and "cannot fit" in err.reason and err.position == 28  # 2+10+4+2+2+8
+    assert err.kind is ErrorKind.MALFORMED
 
 
 def test_pathological_compact_lengths() -> None:
@@ -72,35 +73,41 @@ def test_pathological_compact_lengths() -> None:
     assert isinstance(err, DecodeError) and "exceeds int32" in err.reason
 
 
+M, T, TB = ErrorKind.MALFORMED, ErrorKind.TRUNCATED, ErrorKind.TRAILING_BYTES
+
+
 @pytest.mark.parametrize(
-    ("value_hex", "field", "words"),
+    ("value_hex", "field", "kind", "words"),
     [
-        ("0003" + "0000000000000064" + "ffffffff" + "ffff" + "0000018bcfe56800", "metadata", "null"),
-        ("0003" + "0000000000000064" + "ffffffff" + "fffe" + "0000018bcfe56800", "metadata", "negative"),
+        ("0003" + "0000000000000064" + "ffffffff" + "ffff" + "0000018bcfe56800", "metadata", M, "null"),
+        ("0003" + "0000000000000064" + "ffffffff" + "fffe" + "0000018bcfe56800", "metadata", M, "negative"),
         (
             "0003" + "0000000000000064" + "ffffffff" + "0000" + "0000018bcfe56800" + "00",
             "<end>",
+            TB,
             "after the last",
         ),
-        (V4_BASE + "00" + "00", "<end>", "after the last"),
-        (V4_BASE + "01" + "00" + "08" + "0102030405060708", "topicId", "uuid needs 16 bytes"),
-        (V4_BASE + "01" + "00" + "11" + "01" * 17, "topicId", "declares 17 bytes, its value uses 16"),
-        (V4_BASE + "02" + "05" + "00" + "03" + "00", "_taggedFields", "must ascend"),
-        (V4_BASE + "05" + "00", "_taggedFields", "cannot fit"),
+        (V4_BASE + "00" + "00", "<end>", TB, "after the last"),
+        (V4_BASE + "01" + "00" + "08" + "0102030405060708", "topicId", T, "uuid needs 16 bytes"),
+        (V4_BASE + "01" + "00" + "11" + "01" * 17, "topicId", M, "declares 17 bytes, its value uses 16"),
+        (V4_BASE + "02" + "05" + "00" + "03" + "00", "_taggedFields", M, "must ascend"),
+        (V4_BASE + "05" + "00", "_taggedFields", M, "cannot fit"),
         (
             "0003" + "0000000000000064" + "ffffffff" + "0002" + "c328" + "0000018bcfe56800",
             "metadata",
+            M,
             "UTF-8",
         ),
     ],
 )
-def test_malformed_values(value_hex: str, field: str, words: str) -> None:
+def test_malformed_values(value_hex: str, field: str, kind: ErrorKind, words: str) -> None:
     err = decode_record(K1, bytes.fromhex(value_hex), SRC)
     assert isinstance(err, DecodeError), err
-    assert err.field == field and words in err.reason, err
+    assert err.field == field and words in err.reason and err.kind is kind, err
     assert err.key == OffsetCommitKey("g", "t", 0)
     obj, status = record_json(K1, bytes.fromhex(value_hex))
     assert status == "error" and obj["error"]["field"] == field and obj["error"]["type"] == 1
+    assert obj["error"]["kind"] == kind.value
 
 
 def test_unknown_tags_are_skipped_by_size_and_kept() -> None:
@@ -137,6 +144,7 @@ def test_internal_errors_never_escape(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(decode_mod, "to_record", boom)
     err = decode_record(K1, None, SRC)
     assert isinstance(err, DecodeError) and "internal decoder error" in err.reason and err.source == SRC
+    assert err.kind is ErrorKind.INTERNAL
 
 
 def test_json_builder_bugs_never_escape(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,3 +156,4 @@ def test_json_builder_bugs_never_escape(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(kafka_json, "raw_record_json", boom)
     obj, status = record_json(K1, None)
     assert status == "error" and "internal decoder error" in obj["error"]["reason"]
+    assert obj["error"]["kind"] == "internal"

@@ -11,7 +11,7 @@ from decoders import records as r
 from decoders.batch import decode_arrow
 from decoders.decode import decode_record
 from decoders.kafka_json import record_json
-from decoders.records import DecodeError, Record
+from decoders.records import DecodeError, ErrorKind, Record
 from decoders.tables import RECORD_TYPES
 
 from .builders import sample_struct
@@ -110,4 +110,5 @@ def test_no_layout_fits_reports_the_furthest_failure() -> None:
     err = decode_record(_key(11), bytes.fromhex("0000" + "00000007" + "0102"))
     assert isinstance(err, DecodeError)
     assert err.reason.startswith("no candidate layout (4.1+, 3.9-4.0) fits")
+    assert err.kind is ErrorKind.NO_LAYOUT
     assert err.field in ("MetadataHash", "_taggedFields")

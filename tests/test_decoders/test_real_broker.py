@@ -136,7 +136,7 @@ def test_batch_decoder_on_real_bytes() -> None:
                 assert (-1 if epoch is None else epoch) == value.get("leaderEpoch", -1)
                 assert row["metadata"] == (value["metadata"] or None)
         else:
-            assert payload_to_record(row["payload"]) == decode_record(k, val, _source(row))
+            assert payload_to_record(row["payload"], _source(row)) == decode_record(k, val, _source(row))
 
 
 def _source(row: dict[str, Any]) -> Any:

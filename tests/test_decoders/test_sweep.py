@@ -50,7 +50,7 @@ def _check_round_trip(case: Case) -> None:
     assert rec.source == SRC and rec.record_type == case.rt.k and rec.value_version == case.version
     assert type(rec.value) is case.rt.value.cls
     _check_typed(case.layout.struct, case.value_raw, rec.value, case.version)
-    assert payload_to_record(record_to_payload(rec)) == rec
+    assert payload_to_record(record_to_payload(rec), rec.source) == rec
 
     obj, status = record_json(case.key, case.value)
     assert status == "ok"

@@ -7,7 +7,7 @@ import pytest
 
 from decoders.decode import decode_record
 from decoders.interpreter import struct_reader
-from decoders.records import DecodeError, Record
+from decoders.records import DecodeError, ErrorKind, Record
 from decoders.wire import WireError
 
 from .builders import Case, all_cases
@@ -38,6 +38,13 @@ def assert_names_field(reported: str, expected: str, reason: str) -> None:
     raise AssertionError(f"reported field {reported!r}, expected {expected!r} ({reason})")
 
 
+def assert_kind_agrees(err: DecodeError) -> None:
+    """A cut record is truncated -- or malformed where a count cannot fit in what is left -- and
+    the kind (the metric label) says the same as the words."""
+    assert err.kind in (ErrorKind.TRUNCATED, ErrorKind.MALFORMED), err
+    assert err.reason.startswith(f"{err.kind}:"), err
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_every_key_prefix_fails_at_a_named_field(case: Case) -> None:
     key, paths = encode_key_spans(case.rt, case.key_raw)
@@ -46,6 +53,7 @@ def test_every_key_prefix_fails_at_a_named_field(case: Case) -> None:
         assert isinstance(err, DecodeError), (n, err)
         assert err.part == "key" and err.field, err
         assert_names_field(err.field, paths[n], err.reason)
+        assert_kind_agrees(err)
         assert err.record_type == (None if n < 2 else case.rt.k)
 
 
@@ -62,6 +70,7 @@ def test_every_value_prefix_fails_at_a_named_field(case: Case) -> None:
             assert result.part == "value" and result.record_type == case.rt.k
             assert result.key is not None  # the key decoded; errors stay attributable to a group
             assert_names_field(result.field, paths[n], result.reason)
+            assert_kind_agrees(result)
             continue
         # Several layouts: a prefix may be a valid record of *another* layout (that is the
         # 4.0/4.1 ambiguity); it can never decode as the layout it was cut from.

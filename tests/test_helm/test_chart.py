@@ -28,6 +28,10 @@ CASES: dict[str, tuple[str, ...]] = {
     "spark-s3a+monitoring": ("spark-s3a.yaml", "monitoring.yaml"),
     "deployment-extras": ("deployment-extras.yaml",),
     "spark-extras": ("spark-extras.yaml",),
+    "http-security": ("http-security.yaml",),
+    "http-basic": ("http-basic.yaml",),
+    "sasl-ssl+http-security": ("deployment-sasl-ssl.yaml", "http-security.yaml"),
+    "spark-s3a+http-security": ("spark-s3a.yaml", "http-security.yaml"),
 }
 
 #: values that must not deploy, and what the error must name
@@ -43,6 +47,9 @@ INVALID: dict[str, str] = {
     "http-loopback.yaml": "http_host",
     "no-bootstrap.yaml": "bootstrap_servers",
     "unquoted-option.yaml": "max.poll.records",
+    "closed-probes.yaml": "http_open_probes",
+    "auth-without-secret.yaml": "httpSecurity.auth.secretName",
+    "inline-token-file.yaml": "http_auth_token_file",
 }
 
 #: of those, the ones values.schema.json itself rejects

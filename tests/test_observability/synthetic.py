@@ -1,10 +1,11 @@
 """Synthetic but real mirrors for the exporter's tests and `bench/series.py`.
 
 Groups are built the way the mirror builds them: typed `decoders` records (the state tests'
-`Log` builder) folded by `state.replay.fold`, then `state.snapshot` + the driver's assignor
-enrichment, applied to a real `SnapshotStore`.  `FakeMirror` has exactly what the exporter reads
-from `streaming.app.mirror.Mirror`: settings, store, observed, progress_history, health(), and the
-lag tracker, Burrow evaluator and lag exporter (`FakeMirror.feed_lag` feeds them).
+`Log` builder) folded by `state.replay.fold`, then applied to a real `SnapshotStore` as the query's
+sink applies them -- state bytes (`state.codec`) and summary.  `FakeMirror` has exactly what the
+exporter reads from `streaming.app.mirror.Mirror`: settings, offset_config, store, observed,
+progress_history, health(), and the lag tracker, Burrow evaluator and lag exporter
+(`FakeMirror.feed_lag` feeds them).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from state import codec
 from state.config import OffsetConfig
 from state.model import Group
 from state.replay import fold
-from state.snapshot import snapshot, summary
+from state.snapshot import summary
 from streaming.serving.burrow import Burrow
 from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
-from streaming.serving.render import snapshot_renderer, with_assignor
+from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
 from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
@@ -34,7 +36,8 @@ RENDERER = snapshot_renderer(STATE_SETTINGS, "uniform")
 class FakeMirror:
     def __init__(self, settings: Settings, store: SnapshotStore | None = None) -> None:
         self.settings = settings
-        self.store = store or SnapshotStore(renderer=RENDERER)
+        self.offset_config = STATE_SETTINGS
+        self.store = store if store is not None else SnapshotStore(renderer=RENDERER)
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
         self.healthy = True
@@ -79,12 +82,9 @@ def settings(**overrides: Any) -> Settings:
     return load_settings(**{**base, **overrides})
 
 
-def to_store_row(g: Group) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    return (
-        g.group_id,
-        with_assignor(snapshot(g, STATE_SETTINGS), "uniform"),
-        summary(g, STATE_SETTINGS),
-    )
+def to_store_row(g: Group) -> tuple[str, bytes, dict[str, Any]]:
+    """A group as the sink applies it: state bytes and summary."""
+    return g.group_id, codec.encode(g), summary(g, STATE_SETTINGS)
 
 
 def stable_classic(
@@ -146,6 +146,6 @@ def synthetic_groups(n_groups: int, partitions: int) -> Iterator[Group]:
 
 
 def filled_store(n_groups: int, partitions: int) -> SnapshotStore:
-    store = SnapshotStore()
+    store = SnapshotStore(renderer=RENDERER)
     store.apply(0, (to_store_row(g) for g in synthetic_groups(n_groups, partitions)))
     return store

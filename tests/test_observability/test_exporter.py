@@ -1,8 +1,9 @@
 """The exporter: exposition format, catalogue agreement, per-group values, cardinality switches.
 
-Stores are filled with real groups (typed records folded by `state`, `state.snapshot`), rendered by
-both renderers -- `exposition` (the fast path) and prometheus_client's `generate_latest` over
-`registry_for` -- and read back with prometheus_client's parser.
+Stores are filled with real groups (typed records folded by `state`, applied as state bytes), rendered
+both ways -- `exposition` (from numbers decoded out of the state bytes) and prometheus_client's
+`generate_latest` over the oracle's `registry_for` (from the rendered snapshots) -- and read back with
+prometheus_client's parser.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from state import codec
 from state import events as ev
 from state.model import COUNTERS
 from state.replay import fold
+from streaming.pipeline.adapter import event_tally
 from streaming.pipeline.sinks import MirrorSink, batch_tallies
 from streaming.serving.catalogue import (
     BY_NAME,
@@ -26,13 +28,17 @@ from streaming.serving.catalogue import (
     GROUP_COUNTERS,
     GROUP_STATES,
     SAMPLE_NAMES,
-    reason_class,
+    MetricDef,
+    reason_label,
     record_type_label,
 )
-from streaming.serving.metrics import GroupView, exposition, metrics_for, registry_for
+from streaming.serving.metrics import GroupNumbers, exposition, metrics_for
 from tests.test_state.builders import HOUR, MIN, Log, cm
 
+from .oracle import registry_for
 from .synthetic import (
+    RENDERER,
+    STATE_SETTINGS,
     FakeMirror,
     empty_classic,
     filled_store,
@@ -318,6 +324,26 @@ def test_a_failing_health_check_reads_as_an_unhealthy_query() -> None:
     assert value(parse(exposition(m)[0]), "coordinator_mirror_query_healthy") == 0
 
 
+def test_families_from_another_module_follow_the_mirrors_own() -> None:
+    """`MirrorMetrics.providers`: another module's families, asked at every scrape."""
+    m = mirror_with(stable_classic("g", 1))
+    lag = MetricDef("test_partition_lag", "gauge", "Lag.", ("cluster_name", "group", "topic"), scope="group")
+    calls: list[int] = []
+
+    def provider() -> list[tuple[MetricDef, list[tuple[tuple[str, ...], float]]]]:
+        calls.append(1)
+        return [(lag, [(("synthetic", 'g"1', "t"), 5.0), (("synthetic", "g2", "t"), 7.5)])]
+
+    metrics_for(m).providers.append(provider)
+    for body in (exposition(m)[0], generate_latest(registry_for(m))):
+        s = parse(body)
+        assert value(s, "test_partition_lag", group='g"1', topic="t") == 5
+        assert value(s, "test_partition_lag", group="g2") == 7.5
+    assert len(calls) == 2
+    text = exposition(m)[0].decode()
+    assert text.index("# TYPE test_partition_lag gauge") > text.index("coordinator_mirror_exporter_series")
+
+
 def test_progress_is_folded_once_per_batch() -> None:
     m = mirror_with(stable_classic("g", 1))
     m.add_progress(5, 10, 100)
@@ -367,7 +393,7 @@ def test_deleted_groups_series_disappear_and_a_recreated_group_starts_over() -> 
     assert value(s, "coordinator_mirror_group_rebalances_total", group="goes") == 1
 
 
-def test_views_are_reused_while_the_snapshot_object_is_unchanged() -> None:
+def test_views_are_reused_while_the_state_bytes_are_unchanged() -> None:
     m = mirror_with(stable_classic("a", 2), stable_classic("b", 2))
     exposition(m)
     before = dict(metrics_for(m)._views)
@@ -379,10 +405,11 @@ def test_views_are_reused_while_the_snapshot_object_is_unchanged() -> None:
 
 def test_expiry_countdown_and_windows_follow_the_clock() -> None:
     g = empty_classic("e", 3, idle_ms=0)
-    _, snap, _ = to_store_row(g)
+    _, blob, _ = to_store_row(g)
+    snap = RENDERER(blob)
     deadline = snap["offsets"][0]["expires_at_ms"]
     assert all(o["expires_at_ms"] == deadline for o in snap["offsets"])
-    v = GroupView(snap, "c", per_partition=True)
+    v = GroupNumbers("e", blob, STATE_SETTINGS, "uniform", per_partition=True)
     assert v.next_expiry(deadline - 90 * MIN) == [((), 5400.0)]
     assert v.expiring(deadline - 90 * MIN) == [(("1h",), 0), (("24h",), 3)]
     assert v.expiring(deadline - 30 * MIN) == [(("1h",), 3), (("24h",), 3)]
@@ -395,24 +422,44 @@ def _event_json(e: ev.Event) -> str:
 
 
 def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> None:
+    # the event rows' tallies, as the adapter makes them next to the events
     events = [
-        _event_json(ev.RebalanceCompleted("g", 0, 1, 2, before=1, after=2, skipped=0)),
-        _event_json(ev.RebalanceCompleted("g", 0, 2, 3, before=2, after=3, skipped=0)),
-        _event_json(ev.OffsetsExpired("g", None, None, None, count=3, partitions=("t:0",), origin="mirror")),
-        _event_json(ev.OffsetsExpired("h", 0, 9, 9, count=2, partitions=("t:1",), origin="broker")),
-        _event_json(ev.GroupDeleted("g", None, None, None, kind="classic", reason="expired")),
-        json.dumps({"group_id": "x", "type": "member_joined"}),  # not type-first: parsed
+        event_tally(e)
+        for e in (
+            ev.RebalanceCompleted("g", 0, 1, 2, before=1, after=2, skipped=0),
+            ev.RebalanceCompleted("g", 0, 2, 3, before=2, after=3, skipped=0),
+            ev.OffsetsExpired("g", None, None, None, count=3, partitions=("t:0",), origin="mirror"),
+            ev.OffsetsExpired("h", 0, 9, 9, count=2, partitions=("t:1",), origin="broker"),
+            ev.GroupDeleted("g", None, None, None, kind="classic", reason="expired"),
+            ev.MemberJoined("x", 0, 1, 1, member_id="m"),
+        )
     ]
     errors = [
-        {"status": "unknown", "record_type": 99, "error_reason": None},
+        {"status": "unknown", "record_type": 99, "error_kind": None, "error_reason": None},
         {
             "status": "error",
             "record_type": 1,
+            "error_kind": "unknown_version",
             "error_reason": "unknown value version 42 of OffsetCommitValue",
         },
-        {"status": "error", "record_type": 2, "error_reason": "truncated: string of 9 bytes, 2 left"},
-        {"status": "error", "record_type": 2, "error_reason": "truncated: int32 needs 4 bytes, 0 left"},
-        {"status": "error", "record_type": None, "error_reason": "malformed: negative string length -5"},
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: string of 9 bytes, 2 left",
+        },
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: int32 needs 4 bytes, 0 left",
+        },
+        {
+            "status": "error",
+            "record_type": None,
+            "error_kind": "malformed",
+            "error_reason": "malformed: negative string length -5",
+        },
     ]
     t = batch_tallies(events, errors)
     assert t[("event", "rebalance_completed")] == 2
@@ -426,9 +473,10 @@ def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> 
 
 
 def test_reason_and_record_type_labels_are_bounded() -> None:
-    assert reason_class("internal decoder error: IndexError('x')", "error") == "internal"
-    assert reason_class("what on earth: 17 bytes", "error") == "other"
-    assert reason_class(None, "error") == "none"
+    assert reason_label("internal", "error") == "internal"
+    assert reason_label("what on earth: 17 bytes", "error") == "none"  # only the closed set
+    assert reason_label(None, "error") == "none"
+    assert reason_label(None, "unknown") == "unknown_record_type"
     assert record_type_label(1) == "OFFSET_COMMIT" and record_type_label(23) != "23"
     assert record_type_label(123) == "123" and record_type_label(None) == "none"
 
@@ -443,10 +491,11 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
     log.tick(MIN).classic("g", 2, [cm("a"), cm("b")])
     res = fold(None, log.records)
     assert res.group is not None
-    _, snap, summ = to_store_row(res.group)
+    _, blob, summ = to_store_row(res.group)
     # a snapshot row as the adapter sends it: the summary, and the state bytes to render on read
-    rows = [Row("g", "snapshot", None, None, json.dumps(summ), codec.encode(res.group))]
-    rows += [Row("g", "event", "k", _event_json(e), None, None) for e in res.events]
+    rows = [Row("g", "snapshot", None, None, json.dumps(summ), blob)]
+    # event rows: the JSON for the outputs, the tally for the counters
+    rows += [Row("g", "event", "k", _event_json(e), event_tally(e), None) for e in res.events]
     rows.append(
         Row(
             None,
@@ -464,7 +513,7 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
     assert value(s, "coordinator_mirror_events_total", type="member_joined") == 2
     assert value(s, "coordinator_mirror_skipped_records_total", status="unknown", record_type="42") == 1
     assert value(s, "coordinator_mirror_group_rebalances_total", group="g") == 2
-    assert m.store.group("g") == snap  # rendered from the bytes: what the executor would have sent
+    assert m.store.group("g") == RENDERER(codec.encode(res.group))  # rendered from the bytes
 
 
 def test_scrape_of_a_large_store_is_cheap() -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
-from decoders.payload import record_to_payload
+from decoders.batch import result_columns
+from decoders.columns import DECODED
 from decoders.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -28,6 +27,7 @@ from decoders.records import (
     ConsumerSubscription,
     ConsumerTopicPartitions,
     DecodeError,
+    ErrorKind,
     GroupKey,
     GroupMember,
     GroupMetadataValue,
@@ -374,105 +374,29 @@ class Log:
                 "value",
                 "members[0].clientHost",
                 17,
-                "truncated",
+                ErrorKind.TRUNCATED,
+                "truncated: string of 9 bytes, 2 left",
                 key=GroupKey(group),
             )
         )
 
 
 # ------------------------------------------------------------------------------------------
-# Records -> an OUTPUT_SCHEMA-shaped frame (what decoders.decode_pandas would produce)
+# Records -> one group's rows as `state.fold.fold_columns` takes them (the packed group unpacked)
 
 
-def frame(
-    records: Sequence[AnyRecord], *, spark_types: bool = False, n_commits: Sequence[int] | None = None
-) -> pd.DataFrame:
-    """The batch decoder's output for these records (rows in the given order).  ``spark_types``:
-    numpy dtypes as PySpark's Arrow->pandas conversion makes them (float64 + NaN for nulls)."""
-    rows: list[dict[str, Any]] = []
+def columns(records: Sequence[AnyRecord], *, n_commits: Sequence[int] | None = None) -> dict[str, list[Any]]:
+    """The batch decoder's columns for these records (rows in the given order, the decoder's own
+    row builder `decoders.batch.result_columns`), as lists; ``n_commits``: the collapse counter."""
+    names = [c.name for c in DECODED]
+    rows = []
     for r in records:
+        row: dict[str, Any] = dict.fromkeys(names)
+        row.update(result_columns(r))
         s = r.source
-        row: dict[str, Any] = {
-            "status": "ok",
-            "record_type": r.record_type,
-            "value_version": None,
-            "group_id": None,
-            "topic": None,
-            "partition_num": None,
-            "member_id": None,
-            "is_tombstone": False,
-            "committed_offset": None,
-            "leader_epoch": None,
-            "metadata": None,
-            "commit_timestamp_ms": None,
-            "expire_timestamp_ms": None,
-            "topic_id": None,
-            "payload": None,
-            "ambiguous_layout": False,
-            "error_part": None,
-            "error_field": None,
-            "error_position": None,
-            "error_reason": None,
-            "source_partition": s.partition,
-            "source_offset": s.offset,
-            "source_timestamp_ms": s.timestamp_ms,
-        }
-        if isinstance(r, UnknownRecord):
-            row["status"] = "unknown"
-            row["is_tombstone"] = r.value_bytes is None
-        elif isinstance(r, DecodeError):
-            row.update(
-                status="error",
-                value_version=r.version,
-                group_id=None if r.key is None else r.key.group_id,
-                error_part=r.part,
-                error_field=r.field,
-                error_position=r.position,
-                error_reason=r.reason,
-            )
-        else:
-            row["group_id"] = r.key.group_id
-            row["value_version"] = r.value_version
-            row["is_tombstone"] = r.value is None
-            if isinstance(r.key, MemberKey):
-                row["member_id"] = r.key.member_id
-            if r.record_type in (0, 1):
-                row["topic"] = r.key.topic
-                row["partition_num"] = r.key.partition
-                v = r.value
-                if v is not None:
-                    row.update(
-                        committed_offset=v.offset,
-                        leader_epoch=v.leader_epoch,
-                        metadata=v.metadata,
-                        commit_timestamp_ms=v.commit_timestamp_ms,
-                        expire_timestamp_ms=v.expire_timestamp_ms,
-                        topic_id=v.topic_id,
-                    )
-            else:
-                row["payload"] = record_to_payload(r)
+        row.update(source_partition=s.partition, source_offset=s.offset, source_timestamp_ms=s.timestamp_ms)
         rows.append(row)
-    df = pd.DataFrame(rows)
-    ints = {
-        "record_type": "Int16",
-        "value_version": "Int16",
-        "partition_num": "Int32",
-        "committed_offset": "Int64",
-        "leader_epoch": "Int32",
-        "commit_timestamp_ms": "Int64",
-        "expire_timestamp_ms": "Int64",
-        "error_position": "Int32",
-        "source_partition": "Int32",
-        "source_offset": "Int64",
-        "source_timestamp_ms": "Int64",
-    }
-    for name, dtype in ints.items():
-        col = df[name].astype(dtype)
-        if spark_types:
-            col = col.astype("float64") if col.isna().any() else col.astype(dtype.lower())
-        df[name] = col
-    df["is_tombstone"] = df["is_tombstone"].astype(bool if spark_types else "boolean")
-    df["ambiguous_layout"] = df["ambiguous_layout"].astype(bool if spark_types else "boolean")
+    cols = {name: [row[name] for row in rows] for name in names}
     if n_commits is not None:
-        df["n_commits"] = list(n_commits)
-    return df
+        cols["n_commits"] = list(n_commits)
+    return cols

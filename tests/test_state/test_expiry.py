@@ -59,12 +59,14 @@ def classic_stable(log: Log) -> None:
 def classic_stable_unparsable(log: Log) -> None:
     from dataclasses import replace
 
-    from decoders.records import NO_SOURCE, DecodeError
+    from decoders.records import NO_SOURCE, DecodeError, ErrorKind
 
     bad = replace(
         cm("a"),
         consumer_subscription=None,
-        subscription_error=DecodeError(NO_SOURCE, 2, 3, "subscription", "topics", 2, "x"),
+        subscription_error=DecodeError(
+            NO_SOURCE, 2, 3, "subscription", "topics", 2, ErrorKind.TRUNCATED, "x"
+        ),
     )
     log.classic("g", 1, [bad])
     log.tick(HOUR).commit("g", "t", 0, 1)

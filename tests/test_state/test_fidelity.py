@@ -20,13 +20,13 @@ import collections
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 import pytest
 
-from decoders import Record, Source, decode_pandas, decode_record
+from decoders import Record, Source, decode_arrow, decode_record
 from state import events as ev
 from state.expiry import expires_at_ms
-from state.fold import fold_frame
+from state.fold import fold_columns
 from state.model import CONSUMER, GROUP_TYPE_NAMES, SHARE, SIMPLE, STREAMS, Group
 from state.replay import FoldResult, fold
 from streaming.pipeline.capture_format import read_capture
@@ -177,21 +177,24 @@ def test_batch_path_equals_per_record_path_on_real_bytes(
     capture_file: Path, folded: dict[str, FoldResult]
 ) -> None:
     caps = list(read_capture(capture_file))
-    raw = pd.DataFrame(
+    raw = pa.RecordBatch.from_pydict(
         {
-            "key": [c.key for c in caps],
-            "value": [c.value for c in caps],
-            "partition": [c.partition for c in caps],
-            "offset": [c.offset for c in caps],
-            "timestamp": [c.timestamp_ms for c in caps],
+            "key": pa.array([c.key for c in caps], pa.binary()),
+            "value": pa.array([c.value for c in caps], pa.binary()),
+            "partition": pa.array([c.partition for c in caps], pa.int32()),
+            "offset": pa.array([c.offset for c in caps], pa.int64()),
+            "timestamp": pa.array([c.timestamp_ms for c in caps], pa.int64()),
         }
     )
-    decoded = decode_pandas(raw)
+    decoded = decode_arrow(raw).to_pydict()
     assert set(decoded["status"]) == {"ok"}
+    by_group: dict[str, list[int]] = {}
+    for i, gid in enumerate(decoded["group_id"]):
+        by_group.setdefault(gid, []).append(i)
     seen = set()
-    for gid, group_rows in decoded.groupby("group_id", sort=False):
-        rows = group_rows.sort_values(["source_partition", "source_offset"]).reset_index(drop=True)
-        got = fold_frame(None, rows)
+    for gid, rows in by_group.items():
+        rows.sort(key=lambda i: (decoded["source_partition"][i], decoded["source_offset"][i]))
+        got = fold_columns(None, {name: [values[i] for i in rows] for name, values in decoded.items()})
         want = folded[str(gid)]
         assert got.group == want.group, gid
         assert got.events == want.events, gid

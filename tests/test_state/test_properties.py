@@ -18,11 +18,11 @@ from state import events as ev
 from state.codec import decode, encode
 from state.config import OffsetConfig
 from state.expiry import all_deadlines, next_deadline_ms
-from state.fold import fold_frame, step, step_detail
+from state.fold import fold_columns, step_detail
 from state.model import Group
 from state.replay import fold
 
-from .builders import AnyRecord, Log, cm, frame, tip
+from .builders import AnyRecord, Log, cm, columns, tip
 
 G = "g"
 TOPICS = ("t", "u")
@@ -107,7 +107,7 @@ def normalise(events: list[ev.Event]) -> tuple[list[ev.Event], Counter[str]]:
 
 
 def fold_in_batches(
-    records: list[AnyRecord], cuts: list[int], *, frames: bool = False, spark: bool = False
+    records: list[AnyRecord], cuts: list[int], *, batch_path: bool = False
 ) -> tuple[Group | None, list[ev.Event]]:
     bounds = sorted({0, len(records), *[c % (len(records) + 1) for c in cuts]})
     g: Group | None = None
@@ -116,11 +116,7 @@ def fold_in_batches(
         batch = records[lo:hi]
         if g is not None:
             g = decode(encode(g))  # what the state store does between micro-batches
-        res = (
-            fold_frame(g, frame(batch, spark_types=spark), group_id=G)
-            if frames
-            else fold(g, batch, group_id=G)
-        )
+        res = fold_columns(g, columns(batch), group_id=G) if batch_path else fold(g, batch, group_id=G)
         g = res.group
         events.extend(res.events)
     return g, events
@@ -164,14 +160,14 @@ def test_codec_round_trips_every_reachable_state(ops: list[tuple[Any, ...]]) -> 
 
 
 @COMMON
-@given(st.lists(op, max_size=30), st.lists(st.integers(0, 40), max_size=3), st.booleans())
-def test_batch_fold_equals_per_record_fold(ops: list[tuple[Any, ...]], cuts: list[int], spark: bool) -> None:
+@given(st.lists(op, max_size=30), st.lists(st.integers(0, 40), max_size=3))
+def test_batch_fold_equals_per_record_fold(ops: list[tuple[Any, ...]], cuts: list[int]) -> None:
     records = build(ops)
     whole = fold(None, records, group_id=G)
-    one_frame = fold_frame(None, frame(records, spark_types=spark), group_id=G) if records else whole
-    assert one_frame.group == whole.group
-    assert one_frame.events == whole.events
-    g, events = fold_in_batches(records, cuts, frames=True, spark=spark)
+    one_batch = fold_columns(None, columns(records), group_id=G) if records else whole
+    assert one_batch.group == whole.group
+    assert one_batch.events == whole.events
+    g, events = fold_in_batches(records, cuts, batch_path=True)
     assert g == whole.group
     assert normalise(events) == normalise(whole.events)
 
@@ -195,10 +191,7 @@ def test_step_detail_deadlines_equal_a_fresh_evaluation(
     g: Group | None = None
     for part in (records[:k], records[k:]):
         now = max((r.source.timestamp_ms or 0 for r in part), default=0) + later_ms
-        twin = None if g is None else decode(encode(g))  # step changes the group in place
-        res = step_detail(g, frame(part) if part else None, now, group_id=G, config=s)
-        df = frame(part) if part else None
-        assert (res.group, res.events, res.deadline) == step(twin, df, now, group_id=G, config=s)
+        res = step_detail(g, columns(part) if part else None, now, group_id=G, config=s)
         if res.group is None:
             assert res.deadlines == {} and res.deadline is None
         else:

@@ -16,6 +16,7 @@ from state.config import OffsetConfig
 from state.expiry import all_deadlines
 from streaming.pipeline.adapter import OUTPUT_COLUMNS, make_group_function
 from streaming.pipeline.prepare import decode_collapse_pack
+from streaming.pipeline.sinks import batch_tallies
 
 from .test_prepare import commit_key, commit_value, group_key
 
@@ -138,3 +139,28 @@ def test_the_offsets_feed_has_a_row_only_for_offsets_that_changed() -> None:
     value = json.loads(feed["body"])
     assert json.loads(feed["key"]) == {"group": "g", "topic": "t", "partition": 1}
     assert value["offset"] == 60 and value["expires_at_ms"] == T0 + 5 + RETENTION
+
+
+def test_event_rows_carry_what_the_driver_counts_so_it_never_parses_their_json() -> None:
+    """An event row's ``summary`` is its tally (`event_tally`); the sink's `batch_tallies` counts
+    from it alone -- and agrees with the event JSON the outputs get."""
+    settings = OffsetConfig(retention_ms=RETENTION)
+    fn = make_group_function(settings, emit_offsets=False)
+    state = FakeGroupState(now_ms=T0 + HOUR)
+    rows = call(
+        fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0
+    )
+    # the retention passes with no record for the group: the timeout fires, the offsets expire
+    # (the mirror's rule), and the simple group with nothing left is deleted
+    state.now_ms = T0 + RETENTION + HOUR
+    state.hasTimedOut = True
+    rows += list(pd.concat(fn(("g",), iter([]), state)).to_dict("records"))
+    events = of_kind(rows, "event")
+    bodies = [json.loads(r["body"]) for r in events]
+    assert [r["summary"].split("\t")[0] for r in events] == [b["type"] for b in bodies]
+    tallies = batch_tallies([r["summary"] for r in events], [])
+    expired = [b for b in bodies if b["type"] == "offsets_expired"]
+    assert expired and tallies[("offsets_expired", "mirror")] == sum(b["count"] for b in expired) == 2
+    assert tallies[("group_deleted", "expired")] == 1 and tallies[("event", "group_deleted")] == 1
+    for b in bodies:
+        assert tallies[("event", b["type"])] == sum(1 for x in bodies if x["type"] == b["type"])

@@ -7,37 +7,38 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from state import codec
 from streaming.serving.api import MirrorHTTPServer
 from streaming.serving.store import SnapshotStore
+from tests.test_observability.synthetic import RENDERER, empty_classic, stable_classic
+from tests.test_state.builders import HOUR
 
 
-def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def _get(url: str, method: str = "GET") -> tuple[int, Any, bytes]:
+    """(status, headers -- case-insensitive, as HTTP's are --, body)."""
     req = urllib.request.Request(url, method=method)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), resp.read()
+            return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
+        return err.code, err.headers, err.read()
 
 
-def snapshot(group_id: str, kind: str = "classic", state: str = "Stable") -> dict[str, Any]:
-    return {
-        "group_id": group_id,
-        "exists": True,
-        "kind": kind,
-        "state": state,
-        "members": [],
-        "offsets": [{"topic": "t", "partition": 0, "offset": 5, "expires_at_ms": 1_700_000_000_000}],
-    }
+def state_bytes(group_id: str, state: str = "Stable") -> bytes:
+    """A real group's state bytes, as the query's sink hands them to the store."""
+    g = empty_classic(group_id, 1, HOUR) if state == "Empty" else stable_classic(group_id, 1)
+    assert g.state == state
+    return codec.encode(g)
 
 
 @pytest.fixture
 def server() -> Iterator[tuple[MirrorHTTPServer, SnapshotStore, dict[str, Any]]]:
-    store = SnapshotStore()
+    store = SnapshotStore(renderer=RENDERER)
     health = {"ok": True}
     srv = MirrorHTTPServer(
         ("127.0.0.1", 0),
@@ -55,12 +56,8 @@ def test_groups_listing_detail_and_percent_encoded_ids(server: Any) -> None:
     store.apply(
         0,
         [
-            ("a", snapshot("a"), {"group_id": "a", "kind": "classic", "state": "Stable"}),
-            (
-                weird,
-                snapshot(weird, "consumer", "Empty"),
-                {"group_id": weird, "kind": "consumer", "state": "Empty"},
-            ),
+            ("a", state_bytes("a"), {"group_id": "a", "kind": "classic", "state": "Stable"}),
+            (weird, state_bytes(weird, "Empty"), {"group_id": weird, "kind": "consumer", "state": "Empty"}),
         ],
     )
     status, headers, body = _get(f"{srv.url}/groups")
@@ -70,8 +67,11 @@ def test_groups_listing_detail_and_percent_encoded_ids(server: Any) -> None:
     assert [g["group_id"] for g in json.loads(body)["groups"]] == [weird]
     status, _, body = _get(f"{srv.url}/groups/{urllib.parse.quote(weird, safe='')}")
     detail = json.loads(body)
-    assert status == 200 and detail["group_id"] == weird
-    assert detail["offsets"][0]["expires_at"] == "2023-11-14T22:13:20.000Z"
+    assert status == 200 and detail["group_id"] == weird and detail["state"] == "Empty"
+    expires_at_ms = detail["offsets"][0]["expires_at_ms"]
+    assert detail["offsets"][0]["expires_at"] == datetime.fromtimestamp(expires_at_ms / 1000, UTC).isoformat(
+        timespec="milliseconds"
+    ).replace("+00:00", "Z")
     # deletion removes the group
     store.apply(1, [("a", None, None)])
     status, _, body = _get(f"{srv.url}/groups/a")

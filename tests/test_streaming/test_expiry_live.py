@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,7 +149,52 @@ def test_mirror_expires_on_time_and_the_broker_agrees(
         mine = [e for e in events if e["group_id"] in groups]
         assert {"offsets_expired", "group_deleted"} <= {e["type"] for e in mine}
         assert not [e for e in mine if e["type"] == "expiry_disagreement"], mine
+
+        # the mirror-level counters count the same events, from the tallies the adapter made next
+        # to them (the driver never parses event JSON).  A batch adds its tallies before it writes
+        # its events file: files before a scrape <= the scrape <= files after the next batch.
+        before = _event_counts(tmp_path / "events")
+        scraped = _scraped_counts(mirror.http.url)
+        mirror.wait_batches(1, 60)
+        after = _event_counts(tmp_path / "events")
+        assert before["offsets_expired", "mirror"] + before["offsets_expired", "broker"] >= 4
+        assert before["group_deleted", "expired"] + before["group_deleted", "tombstone"] >= 1
+        for key in before.keys() | after.keys():
+            assert before[key] <= scraped[key] <= after[key], (key, before[key], scraped[key], after[key])
     finally:
         if mirror is not None:
             mirror.stop()
         lab.close()
+
+
+def _event_counts(events_dir: Path) -> Counter[tuple[str, str]]:
+    """What the events files hold, keyed like the mirror-level counters' samples."""
+    out: Counter[tuple[str, str]] = Counter()
+    for f in sorted(events_dir.glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            out["event", e["type"]] += 1
+            if e["type"] == "offsets_expired":
+                out["offsets_expired", e["origin"]] += e["count"]
+            elif e["type"] == "group_deleted":
+                out["group_deleted", e["reason"]] += 1
+    return out
+
+
+def _scraped_counts(url: str) -> Counter[tuple[str, str]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as resp:
+        text = resp.read().decode()
+    names = {
+        "coordinator_mirror_events_total": ("event", "type"),
+        "coordinator_mirror_offsets_expired_total": ("offsets_expired", "origin"),
+        "coordinator_mirror_groups_deleted_total": ("group_deleted", "reason"),
+    }
+    out: Counter[tuple[str, str]] = Counter()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in names:
+                kind, label = names[s.name]
+                out[kind, s.labels[label]] = int(s.value)
+    return out

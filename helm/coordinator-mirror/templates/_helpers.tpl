@@ -61,6 +61,9 @@ app.kubernetes.io/component: mirror
 created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{- define "cm.settingsDir" -}}/etc/coordinator-mirror/config{{- end -}}
 {{- define "cm.secretsDir" -}}/etc/coordinator-mirror/secrets{{- end -}}
+{{- define "cm.httpTlsDir" -}}/etc/coordinator-mirror/http-tls{{- end -}}
+{{- define "cm.httpAuthDir" -}}/etc/coordinator-mirror/http-auth{{- end -}}
+{{- define "cm.httpScheme" -}}{{ if .Values.httpSecurity.tlsSecretName }}HTTPS{{ else }}HTTP{{ end }}{{- end -}}
 {{- define "cm.settingsPath" -}}{{ include "cm.settingsDir" . }}/settings.yaml{{- end -}}
 {{- define "cm.localDirs" -}}/var/lib/spark/local{{- end -}}
 {{- define "cm.home" -}}/home/mirror{{- end -}}
@@ -102,6 +105,18 @@ created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{- if regexMatch "(?i)(password|secret|token|access\\.key|account\\.key)" $key -}}
 {{- fail (printf "%s.%s looks like a credential: values must not carry secrets inline; use objectStore.credentialsSecret, extraEnv with secretKeyRef or secretMounts" $where $key) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $auth := .Values.httpSecurity.auth -}}
+{{- if and (ne $auth.type "none") (not $auth.secretName) -}}
+{{- fail (printf "httpSecurity.auth.secretName is required with httpSecurity.auth.type %s (an existing Secret; the credentials never go into values)" $auth.type) -}}
+{{- end -}}
+{{- if and (ne $auth.type "none") (eq (toString $s.http_open_probes) "false") -}}
+{{- fail "settings.http_open_probes is false with httpSecurity.auth on: the kubelet's probes carry no credentials and would fail" -}}
+{{- end -}}
+{{- range $name := list "http_tls_cert_file" "http_tls_key_file" "http_auth_token_file" "http_basic_auth_file" -}}
+{{- if get $s $name -}}
+{{- fail (printf "settings.%s is set by the chart from httpSecurity (a mounted Secret): leave it null" $name) -}}
 {{- end -}}
 {{- end -}}
 {{- $checkpoint := $s.checkpoint_location | default "" -}}
@@ -150,6 +165,14 @@ created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{- end -}}
 {{- end -}}
 {{- $_ := set $s "spark_conf" (merge (deepCopy ($s.spark_conf | default dict)) $chartConf) -}}
+{{- with .Values.httpSecurity.tlsSecretName -}}
+{{- $_ := set $s "http_tls_cert_file" (printf "%s/tls.crt" (include "cm.httpTlsDir" $)) -}}
+{{- $_ := set $s "http_tls_key_file" (printf "%s/tls.key" (include "cm.httpTlsDir" $)) -}}
+{{- end -}}
+{{- $auth := .Values.httpSecurity.auth -}}
+{{- if ne $auth.type "none" -}}
+{{- $_ := set $s (ternary "http_auth_token_file" "http_basic_auth_file" (eq $auth.type "bearer")) (printf "%s/%s" (include "cm.httpAuthDir" .) $auth.key) -}}
+{{- end -}}
 {{- toYaml $s -}}
 {{- end -}}
 
@@ -210,6 +233,18 @@ Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
   emptyDir: {}
 - name: home
   emptyDir: {}
+{{- with .Values.httpSecurity.tlsSecretName }}
+- name: http-tls
+  secret:
+    secretName: {{ . }}
+    items: [{key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]
+{{- end }}
+{{- if ne .Values.httpSecurity.auth.type "none" }}
+- name: http-auth
+  secret:
+    secretName: {{ .Values.httpSecurity.auth.secretName }}
+    items: [{key: {{ .Values.httpSecurity.auth.key }}, path: {{ .Values.httpSecurity.auth.key }}}]
+{{- end }}
 {{- range .Values.secretMounts }}
 - name: {{ printf "secret-%s" (required "secretMounts[].secretName is required" .secretName) | trunc 63 | trimSuffix "-" }}
   secret:
@@ -232,6 +267,16 @@ Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
   mountPath: /tmp
 - name: home
   mountPath: {{ include "cm.home" . }}
+{{- if .Values.httpSecurity.tlsSecretName }}
+- name: http-tls
+  mountPath: {{ include "cm.httpTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if ne .Values.httpSecurity.auth.type "none" }}
+- name: http-auth
+  mountPath: {{ include "cm.httpAuthDir" . }}
+  readOnly: true
+{{- end }}
 {{- range .Values.secretMounts }}
 - name: {{ printf "secret-%s" .secretName | trunc 63 | trimSuffix "-" }}
   mountPath: {{ default (printf "%s/%s" (include "cm.secretsDir" $) .secretName) .mountPath }}
@@ -240,4 +285,14 @@ Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
 {{- with .Values.extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* A probe from values, its httpGet switched to HTTPS when the endpoint serves TLS. */}}
+{{- define "cm.probe" -}}
+{{- $root := index . 0 -}}
+{{- $probe := deepCopy (index . 1) -}}
+{{- if and $probe.httpGet $root.Values.httpSecurity.tlsSecretName -}}
+{{- $_ := set $probe.httpGet "scheme" "HTTPS" -}}
+{{- end -}}
+{{- toYaml $probe -}}
 {{- end -}}
