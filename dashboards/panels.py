@@ -362,7 +362,12 @@ def detail() -> dict[str, Any]:
         row("Committed offsets"),
         timeseries(
             "Committed offset per partition",
-            [target(sel("kafka_consumergroup_group_offset", group=G), "{{topic}} [{{partition}}]")],
+            [
+                target(  # one line per partition whoever owns it (the owner labels change on rebalance)
+                    f"max by (topic, partition) ({sel('kafka_consumergroup_group_offset', group=G)})",
+                    "{{topic}} [{{partition}}]",
+                )
+            ],
             "The committed offset of each partition (needs per-partition series: settings "
             "metrics_per_partition / metrics_group_regex).",
         ),
@@ -370,7 +375,8 @@ def detail() -> dict[str, Any]:
             "Committed progress per partition",
             [
                 target(
-                    f"rate({sel('kafka_consumergroup_group_offset', group=G)}[{RI}])",
+                    "sum by (topic, partition) "
+                    f"(rate({sel('kafka_consumergroup_group_offset', group=G)}[{RI}]))",
                     "{{topic}} [{{partition}}]",
                 )
             ],
@@ -430,6 +436,80 @@ def detail() -> dict[str, Any]:
             "tombstones disagreed with the mirror's prediction.",
             w=8,
             bars=True,
+        ),
+        row("Lag and consumer health"),
+        timeseries(
+            "Lag (messages) per partition",
+            [
+                target(
+                    sel("kafka_consumergroup_group_lag", group=G), "{{topic}}[{{partition}}] {{consumer_id}}"
+                )
+            ],
+            "End offset (LSO, or the high watermark with lag_isolation=read_uncommitted) minus the "
+            "committed offset, per partition (kafka-lag-exporter's series).",
+        ),
+        timeseries(
+            "Lag (seconds) per partition",
+            [target(sel("kafka_consumergroup_group_lag_seconds", group=G), "{{topic}}[{{partition}}]")],
+            "How long ago the log end passed the committed offset (interpolated over sampled ends).",
+            unit="s",
+        ),
+        timeseries(
+            "Group lag",
+            [
+                target(sel("kafka_consumergroup_group_max_lag", group=G), "max"),
+                target(sel("kafka_consumergroup_group_sum_lag", group=G), "sum"),
+                target(sel("kafka_consumergroup_group_topic_sum_lag", group=G), "sum {{topic}}"),
+            ],
+            "Max and sum of the group's partition lags, and the sum per topic.",
+            w=8,
+        ),
+        timeseries(
+            "Max lag (seconds) vs SLO",
+            [
+                target(sel("kafka_consumergroup_group_max_lag_seconds", group=G), "max lag"),
+                target(sel("coordinator_mirror_group_lag_slo_seconds", group=G), "SLO"),
+            ],
+            "The group's worst partition lag in seconds against its SLO (lag_slo_seconds).",
+            unit="s",
+            w=8,
+        ),
+        timeseries(
+            "Consumer status (Burrow)",
+            [
+                target(sel("coordinator_mirror_consumer_status", group=G), "group"),
+                target(
+                    sel("coordinator_mirror_consumer_partition_status", group=G), "{{topic}}[{{partition}}]"
+                ),
+            ],
+            "Burrow's codes: 1 OK, 2 WARN, 3 ERR (group); 4 STOP, 5 STALL, 6 REWIND (partition).",
+            w=8,
+        ),
+        timeseries(
+            "Log offsets of the group's topics",
+            [
+                target(
+                    f"{sel('kafka_partition_latest_offset')} and on (cluster_name, topic, partition) "
+                    f"{sel('kafka_consumergroup_group_lag', group=G)}",
+                    "{{topic}}[{{partition}}] high watermark",
+                ),
+                target(
+                    f"{sel('coordinator_mirror_partition_stable_offset')} and on (cluster_name, topic, "
+                    f"partition) {sel('kafka_consumergroup_group_lag', group=G)}",
+                    "{{topic}}[{{partition}}] LSO",
+                ),
+                target(
+                    f"{sel('kafka_partition_earliest_offset')} and on (cluster_name, topic, partition) "
+                    f"{sel('kafka_consumergroup_group_lag', group=G)}",
+                    "{{topic}}[{{partition}}] log start",
+                ),
+            ],
+            "High watermark, last stable offset and log-start offset of the partitions the group lags on.",
+        ),
+        timeseries(
+            "Deleted topics still committed to",
+            [target(sel("coordinator_mirror_topic_deleted", group=G), "{{topic}}")],
+            "Topics the group commits to or is assigned that the cluster no longer has.",
         ),
     ]
     annotations = [
@@ -692,6 +772,33 @@ def health() -> dict[str, Any]:
                     ],
                 }
             ],
+        ),
+        row("Lag reads"),
+        timeseries(
+            "Age of the lag figures",
+            [
+                target(
+                    f"time() - {sel('coordinator_mirror_lag_sample_timestamp_seconds')}", "{{cluster_name}}"
+                )
+            ],
+            "Seconds since the log offsets behind the lag series were read (lag_interval_s apart).",
+            unit="s",
+            w=8,
+        ),
+        timeseries(
+            "Log-offset rounds",
+            [
+                target(sel("coordinator_mirror_lag_round_seconds"), "round duration"),
+                target(f"rate({sel('coordinator_mirror_lag_rounds_total')}[{RI}])", "{{outcome}} /s"),
+            ],
+            "Duration of the last ListOffsets round, and rounds per second by outcome.",
+            w=8,
+        ),
+        timeseries(
+            "Partitions read per round",
+            [target(sel("coordinator_mirror_lag_partitions"), "partitions")],
+            "Topic-partitions whose log offsets the last round read.",
+            w=8,
         ),
     ]
     return dashboard(

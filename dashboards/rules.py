@@ -55,6 +55,11 @@ class Thresholds:
     #: FallingBehind: more than N records behind the end of __consumer_offsets, sustained
     behind_records: float = 100_000.0
     behind_for: str = "15m"
+    #: ConsumerLagOverSLO: the group's max lag in seconds above its SLO, sustained
+    lag_slo_for: str = "5m"
+    #: ConsumerStopped / ConsumerStalled: a partition in Burrow's STOP / STALL status, sustained
+    stopped_for: str = "5m"
+    stalled_for: str = "5m"
     #: QueryFailed: the streaming query stopped
     query_failed_for: str = "2m"
     #: extra labels on every alert (e.g. team, or a different severity policy)
@@ -189,6 +194,52 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             f"{{{{ $value | humanize }}}} groups on cluster {{{{ $labels.cluster_name }}}} lost all "
             f"committed offsets to expiry in the last {t.expired_window} and were deleted (their own "
             "series are gone; the mirror's change events name them).",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerLagOverSLO",
+            f"{metric('kafka_consumergroup_group_max_lag_seconds')}\n"
+            f"> on (cluster_name, group) {metric('coordinator_mirror_group_lag_slo_seconds')}",
+            t.lag_slo_for,
+            "warning",
+            "Consumer group {{ $labels.group }} lags more than its SLO",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} is "
+            "{{ $value | humanizeDuration }} behind on its worst partition, over its SLO "
+            f"(lag_slo_seconds / lag_slo_overrides) for {t.lag_slo_for}.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerStopped",
+            f"{metric('coordinator_mirror_consumer_partition_status')} == 4",
+            t.stopped_for,
+            "critical",
+            "Consumer group {{ $labels.group }} stopped committing on "
+            "{{ $labels.topic }}[{{ $labels.partition }}]",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} has lag on {{ $labels.topic }} "
+            "partition {{ $labels.partition }} and has not committed for longer than its window of commits "
+            "(Burrow's STOP, Rule 3).",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerStalled",
+            f"{metric('coordinator_mirror_consumer_partition_status')} == 5",
+            t.stalled_for,
+            "critical",
+            "Consumer group {{ $labels.group }} is stalled on {{ $labels.topic }}[{{ $labels.partition }}]",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} keeps committing the same "
+            "offset of {{ $labels.topic }} partition {{ $labels.partition }} while it has lag (Burrow's "
+            "STALL, Rule 4).",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerRewound",
+            f"{metric('coordinator_mirror_consumer_partition_status')} == 6",
+            "0m",
+            "warning",
+            "Consumer group {{ $labels.group }} rewound {{ $labels.topic }}[{{ $labels.partition }}]",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} committed an offset of "
+            "{{ $labels.topic }} partition {{ $labels.partition }} lower than before (a seek back or offset "
+            "reset; Burrow's REWIND, Rule 2): it reprocesses records.",
             t,
         ),
     ]

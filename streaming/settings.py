@@ -179,6 +179,45 @@ class Settings(BaseSettings):
         "through prometheus_client: several times slower than the default text format at 10k groups)",
     )
 
+    group_allow_regex: str | None = Field(
+        None,
+        description="mirror and export only groups whose id matches this regex (Python re.fullmatch); "
+        "others are dropped before the stateful step",
+    )
+    group_deny_regex: str | None = Field(
+        None,
+        description="never mirror or export groups whose id matches this regex (after the allow regex)",
+    )
+
+    # -- lag and consumer health ------------------------------------------------------------------
+    lag_enabled: bool = Field(
+        True, description="read log offsets of the groups' partitions and export lag (source=kafka only)"
+    )
+    lag_interval_s: float = Field(
+        10.0, gt=0, description="seconds between two rounds of log-offset reads (ListOffsets per broker)"
+    )
+    lag_isolation: Literal["read_committed", "read_uncommitted"] = Field(
+        "read_committed",
+        description="lag against the last stable offset (read_committed) or the high watermark",
+    )
+    lag_lookup_points: int = Field(
+        60, ge=2, description="sampled (end offset, time) points kept per partition for lag in seconds"
+    )
+    lag_slo_seconds: float = Field(
+        300.0, gt=0, description="default lag SLO (seconds) exported per group for the lag alert"
+    )
+    lag_slo_overrides: dict[str, float] = Field(
+        default_factory=dict, description="per-group lag SLO in seconds: group id -> seconds"
+    )
+    burrow_intervals: int = Field(
+        10, ge=2, description="commits kept per partition for consumer status (Burrow's intervals)"
+    )
+    burrow_min_distance_s: float = Field(
+        1.0,
+        ge=0,
+        description="a commit closer than this to the previous one replaces it (Burrow's min-distance)",
+    )
+
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
@@ -191,6 +230,13 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
 
     # -- validation -----------------------------------------------------------------------------
+    @field_validator("lag_slo_overrides", mode="before")
+    @classmethod
+    def _slo(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        return value
+
     @field_validator("kafka_options", "output_kafka_options", mode="before")
     @classmethod
     def _options(cls, value: Any) -> Any:
@@ -205,7 +251,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"options the mirror sets itself cannot be overridden: {bad}")
         return value
 
-    @field_validator("metrics_group_regex")
+    @field_validator("metrics_group_regex", "group_allow_regex", "group_deny_regex")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
@@ -279,6 +325,14 @@ class Settings(BaseSettings):
             semantics=self.expiry_semantics,
             confirm_grace_ms=self.confirm_grace_ms,
         )
+
+    @property
+    def group_filter(self) -> tuple[str | None, str | None]:
+        """(allow, deny) regexes of the group filter, for the prepare step."""
+        return self.group_allow_regex, self.group_deny_regex
+
+    def lag_slo(self, group_id: str) -> float:
+        return self.lag_slo_overrides.get(group_id, self.lag_slo_seconds)
 
     @property
     def trigger_interval_ms(self) -> int:

@@ -27,18 +27,25 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from state import codec
+from state.model import Group
+from streaming.cluster.client_config import ClientOptionError, librdkafka_config
+from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
-from streaming.pipeline.prepare import counter_names, decode_collapse_pack, packed_spark_ddl
+from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.recovery import recover_snapshots
 from streaming.pipeline.session import build_session
 from streaming.pipeline.sinks import MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.api import MirrorHTTPServer, credentials_from
+from streaming.serving.burrow import Burrow, lag_route
+from streaming.serving.lag import LagTracker
+from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition, openmetrics_exposition
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
-from streaming.settings import Settings
+from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,10 +102,21 @@ class Mirror:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._owns_session = spark is None
+        # lag and consumer health: fed by the sink (groups) and the offsets thread (log offsets)
+        self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
+        self.burrow = Burrow(
+            self.lag, settings.cluster_name, settings.burrow_intervals, settings.burrow_min_distance_s
+        )
+        self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+        self.offset_reader: OffsetReader | None = None
+        self._offsets_thread: threading.Thread | None = None
+        #: groups changed since the offsets thread's last round (`_on_batch_lag`)
+        self._lag_pending: dict[str, bytes | None] = {}
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
         s = self.settings
+        self.offset_reader = self._offset_reader()  # a bad client option stops here, before Spark
         if self.spark is None:
             conf = {
                 "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
@@ -114,6 +132,7 @@ class Mirror:
         self._ensure_output_topics()
         self.recovered_groups = self._recover_store()
         self.query = self._start_query()
+        self._start_lag()
         self._progress_thread = threading.Thread(
             target=self._poll_progress, name="mirror-progress", daemon=True
         )
@@ -124,6 +143,8 @@ class Mirror:
                 self.store,
                 metrics=self.metrics_exposition,
                 health=self.health,
+                lag_route=lambda path: lag_route(self.lag, self.burrow, path, int(time.time() * 1000)),
+                topic_names=lambda: self.lag.topic_names,
                 openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
                 credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
                 open_probes=s.http_open_probes,
@@ -180,7 +201,9 @@ class Mirror:
         rows = recover_snapshots(self.spark, self.settings, self.offset_config)
         if rows is None:
             return 0
-        n = self.store.load(rows)
+        recovered = list(rows)
+        n = self.store.load(recovered)
+        self._lag_apply((gid, blob) for gid, blob, _ in recovered)
         log.info("recovered %d groups from the checkpoint in %.1fs", n, time.monotonic() - started)
         return n
 
@@ -196,9 +219,12 @@ class Mirror:
         # 0.7 s in 2 tasks.  coalesce() only ever lowers the count and reads each partition in
         # order, so log order per partition -- all a group needs -- is kept.
         raw = raw.coalesce(s.source_tasks or self.spark.sparkContext.defaultParallelism)
-        packed: DataFrame = raw.mapInArrow(decode_collapse_pack, packed_spark_ddl())
+        keep = GroupFilter(*s.group_filter)
+        packed: DataFrame = raw.mapInArrow(make_decode_collapse_pack(keep), packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
         prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
+        if keep:  # filtered groups: counted above, dropped here, before the shuffle
+            prepared = prepared.where("length(packed) > 0")
         fold = make_group_function(self.offset_config, emit_offsets=bool(s.offsets_topic))
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
@@ -214,6 +240,99 @@ class Mirror:
         )
         log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
         return query
+
+    # -- lag ----------------------------------------------------------------------------------------
+    def _start_lag(self) -> None:
+        assert self.sink is not None
+        self.sink.on_batch.append(self._on_batch_lag)
+        if self.offset_reader is None:
+            return
+        self._offsets_thread = threading.Thread(target=self._poll_offsets, name="mirror-offsets", daemon=True)
+        self._offsets_thread.start()
+
+    def _offset_reader(self) -> OffsetReader | None:
+        """The AdminClient that reads log offsets, configured from the same Java-style
+        ``kafka_options`` as the Spark source (`streaming.cluster.client_config`); an option
+        librdkafka cannot honour is a `SettingsError` naming ``kafka_options`` and the option."""
+        s = self.settings
+        if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
+            return None
+        try:
+            return OffsetReader(s.bootstrap_servers, librdkafka_config(s.kafka_options))
+        except ClientOptionError as exc:
+            raise SettingsError(
+                f"kafka_options: {exc} (the lag reader, a librdkafka AdminClient, connects with "
+                "kafka_options; fix the option or set lag_enabled=false)"
+            ) from None
+
+    def _lag_apply(self, groups: Any) -> None:
+        """Groups as applied to the store (state bytes, a rendered snapshot, or None: deleted) into
+        the lag tracker and Burrow's window of commits."""
+        changed: list[tuple[str, Group | None]] = []
+        for gid, blob in groups:
+            if blob is None:
+                changed.append((gid, None))
+            elif isinstance(blob, bytes | bytearray):
+                changed.append((gid, codec.decode(bytes(blob))))
+        views = self.lag.apply_groups(changed)
+        self.burrow.history.record(views, self.lag)
+
+    def _on_batch_lag(self, batch_id: int, rows: list[Any]) -> None:
+        """The sink's hook: the changed groups' state bytes are only parked here (the newest per
+        group wins); the offsets thread decodes them before its next round, off the batch's path
+        and once per round however many batches changed a group in between.  Without a reader
+        (lag off, capture source) they are applied at once."""
+        changed: dict[str, bytes | None] = {}
+        for r in rows:
+            if r.kind == "snapshot":
+                live = json.loads(r.summary).get("exists", True)
+                changed[r.group_id] = bytes(r.blob) if live else None
+            elif r.kind == "deleted":
+                changed[r.group_id] = None
+        if self._offsets_thread is None:
+            self._lag_apply(changed.items())
+            return
+        with self._lock:
+            self._lag_pending.update(changed)
+
+    def _drain_lag_pending(self) -> None:
+        with self._lock:
+            pending, self._lag_pending = self._lag_pending, {}
+        if pending:
+            self._lag_apply(pending.items())
+
+    def _poll_offsets(self) -> None:
+        """Every ``lag_interval_s``: one round of log offsets, then one Burrow evaluation whose
+        status changes become change events (counted in coordinator_mirror_events_total)."""
+        assert self.offset_reader is not None
+        interval = self.settings.lag_interval_s
+        while True:
+            try:
+                self._drain_lag_pending()
+                r = self.offset_reader.read(self.lag.wanted())
+                self.lag.apply_round(r)
+                now_ms = int(time.time() * 1000)
+                events = self.burrow.evaluate_all(now_ms)
+                if events:
+                    tallies: dict[tuple[str, ...], int] = {}
+                    for e in events:
+                        tallies[("event", e["type"])] = tallies.get(("event", e["type"]), 0) + 1
+                        log.info("consumer health: %s", json.dumps(e))
+                    self.store.add_tallies(tallies)
+                    self._write_health_events(events, now_ms)
+            except Exception:  # a failed round is counted and retried, never fatal
+                self.lag.failed_rounds += 1
+                log.warning("log offsets round failed", exc_info=True)
+            if self._stopped.wait(interval):
+                return
+
+    def _write_health_events(self, events: list[dict[str, Any]], now_ms: int) -> None:
+        if self.sink is None:
+            return
+        try:
+            self.sink.write_health_events(events, now_ms)
+        except Exception:  # the events stay in the log and in Burrow's paths; the next round goes on
+            log.warning("%d consumer-health event(s) not written", len(events), exc_info=True)
 
     # -- progress ---------------------------------------------------------------------------------
     def _poll_progress(self) -> None:

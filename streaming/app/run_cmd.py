@@ -162,6 +162,9 @@ def serve(
     try:
         try:
             mirror.start()
+        except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
+            print(f"coordinator-mirror: {exc}", file=sys.stderr)
+            return 2
         except AuthError as exc:  # the HTTP endpoint's credentials or TLS files
             print(f"coordinator-mirror: invalid settings: {exc}", file=sys.stderr)
             return 2

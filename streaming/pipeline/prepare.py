@@ -32,6 +32,7 @@ Unpacking in the fold is ~10x cheaper and needs no pandas at all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -279,3 +280,62 @@ def decode_collapse_pack(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Recor
     for prepared in decode_and_collapse(batches):
         if prepared.num_rows:
             yield pack_groups(prepared)
+
+
+class GroupFilter:
+    """The group filter (settings ``group_allow_regex``, ``group_deny_regex``; Python ``re``,
+    full match): a group is mirrored when it matches allow (if set) and not deny (if set).
+    Records without a group id (undecodable keys) always pass: they are reported, not mirrored.
+    Verdicts are cached per id: a task sees the same few thousand groups batch after batch."""
+
+    def __init__(self, allow: str | None, deny: str | None) -> None:
+        self.allow = allow
+        self.deny = deny
+        self._allow = re.compile(allow) if allow else None
+        self._deny = re.compile(deny) if deny else None
+        self._cache: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return self._allow is not None or self._deny is not None
+
+    def keeps(self, group_id: str | None) -> bool:
+        if group_id is None:
+            return True
+        verdict = self._cache.get(group_id)
+        if verdict is None:
+            verdict = (self._allow is None or self._allow.fullmatch(group_id) is not None) and (
+                self._deny is None or self._deny.fullmatch(group_id) is None
+            )
+            if len(self._cache) < 1_000_000:
+                self._cache[group_id] = verdict
+        return verdict
+
+    def __reduce__(self) -> tuple[Any, ...]:  # ship the patterns, not the cache
+        return (GroupFilter, (self.allow, self.deny))
+
+
+def filter_packed(batch: pa.RecordBatch, keep: GroupFilter) -> pa.RecordBatch:
+    """Packed rows of filtered groups get an empty ``packed`` cell: their record counters are
+    still observed (records read stay exact), and the query drops them (``length(packed) > 0``)
+    before the shuffle, so a filtered group never reaches the stateful step."""
+    ids = batch.column("group_id").to_pylist()
+    mask = [keep.keeps(g) for g in ids]
+    if all(mask):
+        return batch
+    packed = batch.column("packed").to_pylist()
+    cells = [p if k else b"" for p, k in zip(packed, mask, strict=True)]
+    arrays = list(batch.columns)
+    arrays[batch.schema.get_field_index("packed")] = pa.array(cells, pa.binary())
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+
+
+def make_decode_collapse_pack(keep: GroupFilter) -> Any:
+    """`decode_collapse_pack` with the group filter applied to its packed rows."""
+    if not keep:
+        return decode_collapse_pack
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for packed in decode_collapse_pack(batches):
+            yield filter_packed(packed, keep)
+
+    return run

@@ -6,6 +6,8 @@ same rows):
 * snapshot store -- last write wins, so a replay rewrites the same values;
 * change events to JSON-lines files -- one file per batch id (``events-<batch>.jsonl``), written
   atomically, so a replay overwrites it;
+* consumer-health change events (`write_health_events`, from the driver's lag rounds, not a batch)
+  to the same places: ``health-<time>.jsonl`` files and the events topic;
 * change events / committed offsets to Kafka topics -- written with Spark's Kafka sink (the same
   ``kafka.*`` client options as the source), then a per-sink marker file under the checkpoint
   records the batch id; a batch at or below the marker is not written again.  A crash between the
@@ -172,12 +174,34 @@ class MirrorSink:
             if batch_id <= marker.last():
                 log.info("batch %d already written to %s; skipping", batch_id, topic)
                 continue
-            out = df.where(df.kind == kind).selectExpr(f"{key_column} AS key", "body AS value")
-            writer = out.write.format("kafka").option("topic", topic)
-            bootstrap = self.settings.output_bootstrap()
-            assert bootstrap is not None  # validated by Settings
-            writer = writer.option("kafka.bootstrap.servers", bootstrap)
-            for key, value in self.settings.output_options().items():
-                writer = writer.option(f"kafka.{key}", value)
-            writer.save()
+            self._save(df.where(df.kind == kind).selectExpr(f"{key_column} AS key", "body AS value"), topic)
             marker.set(batch_id)
+
+    def _save(self, out: DataFrame, topic: str) -> None:
+        """``out`` (key, value) to ``topic`` with Spark's Kafka sink and the output client options."""
+        writer = out.write.format("kafka").option("topic", topic)
+        bootstrap = self.settings.output_bootstrap()
+        assert bootstrap is not None  # validated by Settings
+        writer = writer.option("kafka.bootstrap.servers", bootstrap)
+        for key, value in self.settings.output_options().items():
+            writer = writer.option(f"kafka.{key}", value)
+        writer.save()
+
+    def write_health_events(self, events: list[dict[str, Any]], at_ms: int) -> None:
+        """Consumer-health change events (``group_status_changed``, ``offset_rewound``,
+        ``partition_stalled``; `streaming.serving.burrow.StatusWatcher`) from one evaluation round
+        on the driver, where the batch's events go: ``health-<at_ms>.jsonl`` beside the batch
+        files (atomic), and the events topic keyed by group id.  They come from a round of log
+        offsets, not from a batch, so they carry no source offsets and are written once."""
+        if not events:
+            return
+        bodies = [json.dumps(e, separators=(",", ":")) for e in events]
+        if self.events_dir is not None:
+            path = self.events_dir / f"health-{at_ms:013d}.jsonl"
+            tmp = path.with_name("." + path.name + ".tmp")
+            tmp.write_text("".join(b + "\n" for b in bodies))
+            tmp.replace(path)
+        if self.settings.events_topic:
+            rows = [(str(e["group_id"]), b) for e, b in zip(events, bodies, strict=True)]
+            out = self.spark.createDataFrame(rows, "key string, value string")
+            self._save(out, self.settings.events_topic)

@@ -7,6 +7,8 @@
     GET /healthz           200 while the streaming query runs, 500 once it failed
     GET /metrics           Prometheus exposition (gzip when asked; OpenMetrics when enabled and asked)
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
+    GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
+    GET /v3/kafka/...      Burrow's consumer paths (`streaming.serving.burrow`)
 
 Group ids are percent-encoded in the path (they may contain "/" or any Unicode).  Unknown routes
 and unknown groups answer 404 with a JSON body; other methods 405.
@@ -30,7 +32,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +47,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from streaming.serving.lag import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
@@ -177,6 +180,11 @@ class ApiContext:
     metrics: Callable[[], tuple[bytes, str]] | None = None
     health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
     openmetrics: Callable[[], tuple[bytes, str]] | None = None
+    #: the lag routes (``/groups/{id}/lag``, Burrow's ``/v3/kafka/...``): raw path -> (status, JSON),
+    #: None when the path is not theirs (`streaming.serving.burrow.lag_route`)
+    lag_route: Callable[[str], tuple[int, Any] | None] | None = None
+    #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
+    topic_names: Callable[[], Mapping[str, str]] | None = None
 
 
 def _ctx(request: Request) -> ApiContext:
@@ -235,14 +243,36 @@ def _groups(request: Request) -> Response:
     return _json(request, 200, {"groups": rows, "count": len(rows)})
 
 
-def _group(request: Request) -> Response:
-    # from the raw path: "%2F" inside an id stays part of it, whatever the router decoded
+def _raw_path(request: Request) -> str:
+    """The path as sent (still percent-encoded): "%2F" inside an id stays part of it, whatever the
+    router decoded."""
     raw = request.scope.get("raw_path") or request.url.path.encode()
-    group_id = unquote(raw.decode("latin-1").split("?", 1)[0][len("/groups/") :], errors="replace")
-    snapshot = _ctx(request).store.group(group_id)
+    path = raw.decode("latin-1").split("?", 1)[0]
+    return path.rstrip("/") if len(path) > 1 and not path.startswith("/groups/") else path
+
+
+def _group(request: Request) -> Response:
+    group_id = unquote(_raw_path(request)[len("/groups/") :], errors="replace")
+    ctx = _ctx(request)
+    snapshot = ctx.store.group(group_id)
     if snapshot is None:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
+    if ctx.topic_names is not None:
+        snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
     return _json(request, 200, with_iso_times(snapshot))
+
+
+def _lag(request: Request) -> Response:
+    """``/groups/{id}/lag`` and Burrow's ``/v3/kafka/...``: answered by the lag hook.  A group id
+    ending in an encoded "%2Flag" is a group, not its lag."""
+    ctx = _ctx(request)
+    path = _raw_path(request)
+    if path.startswith("/groups/") and not path.endswith("/lag"):
+        return _group(request)
+    routed = ctx.lag_route(path) if ctx.lag_route is not None else None
+    if routed is None:
+        return _json(request, 404, {"error": "not_found", "path": request.url.path})
+    return _json(request, *routed)
 
 
 def _ready(request: Request) -> Response:
@@ -281,12 +311,20 @@ def _index(request: Request) -> Response:
 #: THE routing table: (path, endpoint, open to probes when authentication is on)
 ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
+    ("/groups/{id:path}/lag", _lag, False),
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
     ("/ready", _ready, True),
     ("/healthz", _healthz, True),
     ("/metrics", _metrics, False),
     ("/openapi.yaml", _openapi, False),
+    # Burrow's consumer paths (the suffixed ones first: a group id may hold "/")
+    ("/v3/kafka", _lag, False),
+    ("/v3/kafka/{cluster}", _lag, False),
+    ("/v3/kafka/{cluster}/consumer", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}/status", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}/lag", _lag, False),
+    ("/v3/kafka/{cluster}/consumer/{group:path}", _lag, False),
     ("/", _index, False),
 )
 ROUTES = [Route(path, endpoint, methods=["GET"]) for path, endpoint, _ in ROUTE_TABLE]
@@ -395,6 +433,8 @@ class MirrorHTTPServer:
         health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         *,
         openmetrics: Callable[[], tuple[bytes, str]] | None = None,
+        lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
+        topic_names: Callable[[], Mapping[str, str]] | None = None,
         credentials: Credentials | None = None,
         open_probes: bool = True,
         tls_cert_file: Path | None = None,
@@ -405,7 +445,7 @@ class MirrorHTTPServer:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
-        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics)
+        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)

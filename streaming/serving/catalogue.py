@@ -17,8 +17,10 @@ Three scopes:
   over a window spanning the gap treats it as a counter reset).
 * ``partition`` -- committed offset and commit time per (group, topic, partition), under the names
   kafka-lag-exporter made familiar; switchable off and filterable by group regex (settings
-  ``metrics_per_partition``, ``metrics_group_regex``).  There is deliberately no lag: the end
-  offsets of user topics are not in ``__consumer_offsets``.
+  ``metrics_per_partition``, ``metrics_group_regex``).
+* ``lag`` -- lag and consumer health, from the log offsets the driver reads every
+  ``lag_interval_s`` and the groups' committed offsets (`streaming.serving.lag_metrics`):
+  kafka-lag-exporter's names and labels, Burrow's status codes.
 * ``mirror`` -- the mirror itself: what it read and decoded, how far behind it is, batches, state.
 """
 
@@ -30,7 +32,7 @@ from typing import Final, Literal
 from decoders import RECORD_TYPES, ErrorKind
 
 MetricType = Literal["counter", "gauge", "histogram"]
-Scope = Literal["group", "partition", "mirror"]
+Scope = Literal["group", "partition", "mirror", "lag"]
 
 CLUSTER: Final = "cluster_name"
 GROUP: Final = "group"
@@ -208,12 +210,24 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
+#: kafka-lag-exporter's per-partition labels (its ``Metrics.groupPartitionLabels``)
+LAG_PARTITION_LABELS: Final = (
+    CLUSTER,
+    GROUP,
+    "topic",
+    "partition",
+    "member_host",
+    "consumer_id",
+    "client_id",
+)
+
 PARTITION_METRICS: Final[tuple[MetricDef, ...]] = (
     MetricDef(
         "kafka_consumergroup_group_offset",
         "gauge",
-        "Committed offset of the group for the partition (kafka-lag-exporter's name).",
-        (CLUSTER, GROUP, "topic", "partition"),
+        "Committed offset of the group for the partition (kafka-lag-exporter's name and labels; "
+        "the owner labels are unknown when no member is assigned the partition).",
+        LAG_PARTITION_LABELS,
         "",
         "partition",
         "offsets[].offset",
@@ -226,6 +240,133 @@ PARTITION_METRICS: Final[tuple[MetricDef, ...]] = (
         "seconds",
         "partition",
         "offsets[].commit_timestamp_ms",
+    ),
+)
+
+
+def _l(name: str, help_: str, labels: tuple[str, ...], unit: str = "", source: str = "") -> MetricDef:
+    return MetricDef(name, "gauge", help_, labels, unit, "lag", source)
+
+
+#: lag and consumer health (`streaming.serving.lag_metrics`): kafka-lag-exporter's names, labels
+#: and definitions (its Metrics.scala / ConsumerGroupCollector.scala), then the mirror's own
+LAG_METRICS: Final[tuple[MetricDef, ...]] = (
+    _l(
+        "kafka_consumergroup_group_lag",
+        "Group offset lag of a partition: end offset (LSO, or high watermark with "
+        "lag_isolation=read_uncommitted) minus committed offset, never negative; NaN when nothing "
+        "is committed yet (kafka-lag-exporter's name and labels).",
+        LAG_PARTITION_LABELS,
+        source="round end - offsets[].offset",
+    ),
+    _l(
+        "kafka_consumergroup_group_lag_seconds",
+        "Group time lag of a partition: the round's sample time minus the interpolated time the log "
+        "end passed the committed offset (kafka-lag-exporter's lookup table); NaN with fewer than two "
+        "samples.",
+        LAG_PARTITION_LABELS,
+        unit="seconds",
+        source="LookupTable interpolation",
+    ),
+    _l(
+        "kafka_consumergroup_group_max_lag",
+        "Max group offset lag over the group's partitions.",
+        (CLUSTER, GROUP),
+        source="max(kafka_consumergroup_group_lag)",
+    ),
+    _l(
+        "kafka_consumergroup_group_max_lag_seconds",
+        "Max group time lag over the group's partitions.",
+        (CLUSTER, GROUP),
+        unit="seconds",
+        source="max(kafka_consumergroup_group_lag_seconds)",
+    ),
+    _l(
+        "kafka_consumergroup_group_sum_lag",
+        "Sum of group offset lag over the group's partitions.",
+        (CLUSTER, GROUP),
+        source="sum(kafka_consumergroup_group_lag)",
+    ),
+    _l(
+        "kafka_consumergroup_group_topic_sum_lag",
+        "Sum of group offset lag over the group's partitions of the topic.",
+        (CLUSTER, GROUP, "topic"),
+        source="sum by topic(kafka_consumergroup_group_lag)",
+    ),
+    _l(
+        "kafka_partition_latest_offset",
+        "Latest offset of a partition: its high watermark (ListOffsets latest, read_uncommitted).",
+        (CLUSTER, "topic", "partition"),
+        source="ListOffsets latest",
+    ),
+    _l(
+        "kafka_partition_earliest_offset",
+        "Earliest offset of a partition: its log-start offset (ListOffsets earliest).",
+        (CLUSTER, "topic", "partition"),
+        source="ListOffsets earliest",
+    ),
+    _l(
+        "coordinator_mirror_partition_stable_offset",
+        "Last stable offset of a partition (ListOffsets latest, read_committed): the end a "
+        "read_committed consumer can reach; equals the high watermark without open transactions.",
+        (CLUSTER, "topic", "partition"),
+        source="ListOffsets latest read_committed",
+    ),
+    _l(
+        "coordinator_mirror_lag_sample_timestamp_seconds",
+        "When the log offsets behind the lag series were read (Unix time): their freshness.",
+        (CLUSTER,),
+        unit="seconds",
+        source="round sampled_at_ms",
+    ),
+    _l(
+        "coordinator_mirror_lag_round_seconds",
+        "Duration of the last round of log-offset reads.",
+        (CLUSTER,),
+        unit="seconds",
+        source="round",
+    ),
+    _l(
+        "coordinator_mirror_lag_partitions",
+        "Topic-partitions whose log offsets the last round read.",
+        (CLUSTER,),
+        source="round",
+    ),
+    MetricDef(
+        "coordinator_mirror_lag_rounds_total",
+        "counter",
+        "Rounds of log-offset reads, by outcome (ok, failed).",
+        (CLUSTER, "outcome"),
+        "",
+        "lag",
+        "offsets thread",
+    ),
+    _l(
+        "coordinator_mirror_topic_deleted",
+        "1 for a topic some group still commits to or is assigned that the cluster does not have "
+        "(deleted; a topic id no one can name stays an id).",
+        (CLUSTER, GROUP, "topic"),
+        source="round missing topics",
+    ),
+    _l(
+        "coordinator_mirror_group_lag_slo_seconds",
+        "The group's lag SLO in seconds (settings lag_slo_seconds / lag_slo_overrides), for the alert "
+        "on kafka_consumergroup_group_max_lag_seconds.",
+        (CLUSTER, GROUP),
+        unit="seconds",
+        source="settings",
+    ),
+    _l(
+        "coordinator_mirror_consumer_status",
+        "Burrow's group status code: 1 OK, 2 WARN, 3 ERR (a partition stopped, stalled or rewound).",
+        (CLUSTER, GROUP),
+        source="Burrow evaluation",
+    ),
+    _l(
+        "coordinator_mirror_consumer_partition_status",
+        "Burrow's partition status code: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND.",
+        (CLUSTER, GROUP, "topic", "partition"),
+        source="Burrow evaluation",
     ),
 )
 
@@ -409,7 +550,7 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
-CATALOGUE: Final[tuple[MetricDef, ...]] = (*GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS)
+CATALOGUE: Final[tuple[MetricDef, ...]] = (*GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS, *LAG_METRICS)
 BY_NAME: Final[dict[str, MetricDef]] = {m.name: m for m in CATALOGUE}
 #: every name that can appear in the exposition (histogram series included) -> its family
 SAMPLE_NAMES: Final[dict[str, MetricDef]] = {s: m for m in CATALOGUE for s in m.sample_names}

@@ -6,7 +6,8 @@ series vanish from the next scrape without bookkeeping.  What a scrape reads and
 
 * a `GroupNumbers` per group -- the numbers and label values its series need (state, epochs,
   counters; committed offsets, commit times and expiry deadlines as int arrays) -- decoded from the
-  group's state bytes (`state.codec`), never from its rendered HTTP snapshot.  It is built when a
+  group's state bytes (`state.codec`), never from its rendered HTTP snapshot (the owner labels of
+  ``kafka_consumergroup_group_offset`` too: from the decoded members' assignments).  It is built when a
   scrape first meets the group's current bytes and kept while the store holds that same bytes
   object (the sink replaces a group's bytes only when the group changed), so a scrape decodes only
   the groups that changed.  It holds no exposition text: ~2 KB for 50 partitions where the text
@@ -17,7 +18,9 @@ series vanish from the next scrape without bookkeeping.  What a scrape reads and
   that becomes the response body without a copy;
 * time-dependent series (seconds to the next expiry, offsets expiring within 1h/24h) from each
   view's sorted deadlines with a bisect;
-* families other modules compute (`MirrorMetrics.providers`), written after the mirror's own.
+* families other modules compute (`MirrorMetrics.providers`), written after the mirror's own;
+* the lag families (`streaming.serving.lag_metrics`) last: that text changes only when a round
+  of log offsets lands or a group changes, and is cached in between.
 
 Names, types, help and labels come from `streaming.serving.catalogue` only.
 """
@@ -56,6 +59,8 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
+from streaming.serving.lag import NO_OWNER, Owner, group_owners
+from streaming.serving.lag_metrics import lag_exposition
 from streaming.serving.render import assignor
 
 #: a sample: label values in the family's label order, value
@@ -115,7 +120,9 @@ class GroupNumbers:
     ``blob`` is the bytes object it was built from (the cache key: the store replaces it when the
     group changes).  ``scalars`` follows `_SCALARS` (`_NONE`: no sample).  The per-partition arrays
     are kept only for groups that export per-partition series, in ``(topic, partition)`` order,
-    with ``topics`` as runs of (escaped topic, number of partitions)."""
+    with ``topics`` as runs of (escaped topic, number of partitions); ``owners`` indexes each
+    partition's owner labels (the member assigned it, kafka-lag-exporter's ``member_host``,
+    ``consumer_id``, ``client_id``) in ``owner_labels``, whose first entry is the unknown owner."""
 
     __slots__ = (
         "blob",
@@ -125,6 +132,8 @@ class GroupNumbers:
         "info",
         "kind",
         "offsets",
+        "owner_labels",
+        "owners",
         "partitions",
         "scalars",
         "state",
@@ -135,6 +144,8 @@ class GroupNumbers:
     partitions: array[int] | None
     offsets: array[int] | None
     commits: array[int] | None
+    owners: array[int] | None
+    owner_labels: tuple[str, ...]
 
     def __init__(
         self, group_id: str, blob: bytes, config: OffsetConfig, default_assignor: str, per_partition: bool
@@ -157,7 +168,8 @@ class GroupNumbers:
         self.scalars = array("q", (_NONE if v is None else v for v in _scalar_values(g, modern)))
         self.deadlines = array("q", sorted(d for d in deadlines.values() if d is not None))
         self.topics = ()
-        self.partitions = self.offsets = self.commits = None
+        self.partitions = self.offsets = self.commits = self.owners = None
+        self.owner_labels = _NO_OWNER_LABELS
         if per_partition and g.offsets:
             entries = sorted(g.offsets.items())
             runs = Counter(topic for (topic, _), _ in entries)  # insertion order = sorted order
@@ -165,6 +177,12 @@ class GroupNumbers:
             self.partitions = array("q", (p for (_, p), _ in entries))
             self.offsets = array("q", (e[0] for _, e in entries))
             self.commits = array("q", (_NONE if e[3] is None else e[3] for _, e in entries))
+            owners = group_owners(g)
+            index: dict[Owner, int] = {NO_OWNER: 0}
+            for owner in owners.values():
+                index.setdefault(owner, len(index))
+            self.owner_labels = tuple(_owner_labels(o) for o in index)
+            self.owners = array("i", (index[owners.get(tp, NO_OWNER)] for tp, _ in entries))
 
     # -- time-dependent series ---------------------------------------------------------------
     def next_expiry(self, now_ms: int) -> Samples:
@@ -177,6 +195,16 @@ class GroupNumbers:
             ((window,), bisect.bisect_right(self.deadlines, now_ms + seconds * 1000))
             for window, seconds in EXPIRY_WINDOWS
         ]
+
+
+def _owner_labels(o: Owner) -> str:
+    return (
+        f'member_host="{escape(o.member_host)}",consumer_id="{escape(o.consumer_id)}",'
+        f'client_id="{escape(o.client_id)}"'
+    )
+
+
+_NO_OWNER_LABELS: Final = (_owner_labels(NO_OWNER),)
 
 
 def _scalar_values(g: Group, modern: bool) -> list[int | None]:
@@ -300,7 +328,7 @@ def _write_partition_families(body: _Body, views: Sequence[GroupNumbers], labels
             if v.partitions is None:
                 continue
             values = v.offsets if name == _OFFSET else v.commits
-            assert values is not None
+            assert values is not None and v.owners is not None
             before = len(parts)
             start = 0
             for topic, count in v.topics:
@@ -308,7 +336,13 @@ def _write_partition_families(body: _Body, views: Sequence[GroupNumbers], labels
                 end = start + count
                 pv = zip(v.partitions[start:end], values[start:end], strict=True)
                 if name == _OFFSET:
-                    parts.extend([f'{tp}{p}"}} {x}\n' for p, x in pv])
+                    own = v.owner_labels
+                    parts.extend(
+                        [
+                            f'{tp}{p}",{own[i]}}} {x}\n'
+                            for (p, x), i in zip(pv, v.owners[start:end], strict=True)
+                        ]
+                    )
                 else:
                     parts.extend([f'{tp}{p}"}} {x}e-3\n' for p, x in pv if x != _NONE])
                 start = end
@@ -475,6 +509,10 @@ class MirrorMetrics:
                 for m, samples in provider():
                     body.header(m)
                     body.samples(m, samples)
+            # the lag families: their own cached text (not counted in ``last_series``), written
+            # into the same buffer so the body is never copied
+            body.flush()
+            body.out.write(lag_exposition(self.mirror))
             out = body.getvalue()
             self._last_size = len(out)
             self.last_series = body.series

@@ -88,3 +88,19 @@ def test_the_product_wheel_carries_no_lab_and_no_lab_dependency(tmp_path: Path) 
     assert "streaming/app/cli.py" in names and "streaming/serving/api.py" in names
     assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist: kafka-python")]
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("sasl.jaas.config=com.example.Custom required password=x;", "sasl.jaas.config"),
+        ("librdkafka.no.such.property=1", "no.such.property"),
+    ],
+)
+def test_run_stops_at_start_on_a_client_option_the_lag_reader_cannot_use(option: str, named: str) -> None:
+    """The lag reader (librdkafka) takes the same Java-style kafka_options as the Spark source:
+    an option it cannot honour stops `run` before Spark starts, naming the setting and the option."""
+    done = run_cli("run", "--bootstrap-servers", "127.0.0.1:1", "--kafka-options", option)
+    assert done.returncode == 2, done.stderr
+    assert "kafka_options" in done.stderr and named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

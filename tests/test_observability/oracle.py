@@ -28,6 +28,7 @@ from streaming.serving.catalogue import (
     PARTITION_METRICS,
     MetricDef,
 )
+from streaming.serving.lag import NO_OWNER, snapshot_owners
 from streaming.serving.metrics import MirrorMetrics, Samples, metrics_for
 
 _MODERN = frozenset({"consumer", "share", "streams"})
@@ -76,12 +77,17 @@ def group_rows(snap: dict[str, Any], now_ms: int) -> dict[str, Samples]:
     return s
 
 
-def partition_rows(snap: dict[str, Any], name: str) -> Iterator[tuple[str, str, float]]:
+def partition_rows(snap: dict[str, Any], name: str) -> Iterator[tuple[tuple[str, ...], float]]:
+    """(label values after ``group``, value) of a per-partition family; the committed offset
+    carries its owner (the member whose assignment in the snapshot holds the partition)."""
+    owners = snapshot_owners(snap) if name == "kafka_consumergroup_group_offset" else {}
     for o in snap.get("offsets") or ():
+        tp = (o["topic"], str(o["partition"]))
         if name == "kafka_consumergroup_group_offset":
-            yield o["topic"], str(o["partition"]), o["offset"]
+            ow = owners.get((o["topic"], o["partition"]), NO_OWNER)
+            yield (*tp, ow.member_host, ow.consumer_id, ow.client_id), o["offset"]
         elif o.get("commit_timestamp_ms") is not None:
-            yield o["topic"], str(o["partition"]), o["commit_timestamp_ms"] / 1000
+            yield tp, o["commit_timestamp_ms"] / 1000
 
 
 def _family(m: MetricDef) -> Metric:
@@ -112,13 +118,8 @@ class SnapshotCollector:
             for snap in snaps:
                 if not metrics._wants_partitions(snap["group_id"]):
                     continue
-                for topic, partition, pv in partition_rows(snap, m.name):
-                    labels = {
-                        "cluster_name": c,
-                        "group": snap["group_id"],
-                        "topic": topic,
-                        "partition": partition,
-                    }
+                for values, pv in partition_rows(snap, m.name):
+                    labels = dict(zip(m.labels, (c, snap["group_id"], *values), strict=True))
                     metric.samples.append(Sample(m.name, labels, pv))
             yield metric
         kinds = [

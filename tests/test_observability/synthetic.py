@@ -4,13 +4,14 @@ Groups are built the way the mirror builds them: typed `decoders` records (the s
 `Log` builder) folded by `state.replay.fold`, then applied to a real `SnapshotStore` as the query's
 sink applies them -- state bytes (`state.codec`) and summary.  `FakeMirror` has exactly what the
 exporter reads from `streaming.app.mirror.Mirror`: settings, offset_config, store, observed,
-progress_history, health().
+progress_history, health(), and the lag tracker, Burrow evaluator and lag exporter
+(`FakeMirror.feed_lag` feeds them).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from state import codec
@@ -18,6 +19,9 @@ from state.config import OffsetConfig
 from state.model import Group
 from state.replay import fold
 from state.snapshot import summary
+from streaming.serving.burrow import Burrow
+from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
+from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
@@ -37,6 +41,25 @@ class FakeMirror:
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
         self.healthy = True
+        # lag and consumer health, as `Mirror` wires them (fed by `feed_lag`)
+        self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
+        self.burrow = Burrow(self.lag, settings.cluster_name, settings.burrow_intervals, 0)
+        self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+
+    def feed_lag(self, groups: Iterable[Group], deleted_topics: Iterable[str] = ()) -> None:
+        """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
+        (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster)
+        and one evaluation: every lag family gets samples."""
+        views = self.lag.apply_groups((g.group_id, g) for g in groups)
+        self.burrow.history.record(views, self.lag)
+        gone = frozenset(deleted_topics)
+        wanted = sorted(tp for tp in self.lag.wanted() if tp[0] not in gone)
+        now_ms = int(time.time() * 1000)
+        for k, at_ms in enumerate((now_ms - 10_000, now_ms)):
+            end = 2000 + 100 * k
+            parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
+            self.lag.apply_round(LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4))
+        self.burrow.evaluate_all(now_ms)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         return self.healthy, {}

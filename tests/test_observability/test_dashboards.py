@@ -112,7 +112,7 @@ def test_builder_refuses_unknown_metrics() -> None:
     with pytest.raises(KeyError):
         metric("coordinator_mirror_group_lag")
     with pytest.raises(KeyError):
-        sel("kafka_consumergroup_group_lag")
+        sel("kafka_consumergroup_group_lag_total")
 
 
 def test_readme_has_exactly_the_generated_metrics_table() -> None:

@@ -78,6 +78,7 @@ def value(samples: dict[SampleKey, float], name: str, **labels: str) -> float:
 def mirror_with(*groups: Any, **overrides: Any) -> FakeMirror:
     m = FakeMirror(settings(**overrides))
     m.store.apply(0, [to_store_row(g) for g in groups])
+    m.feed_lag(groups)
     return m
 
 
@@ -108,10 +109,12 @@ def test_catalogue_names_follow_prometheus_conventions() -> None:
                 "coordinator_mirror_group_"
             )
         if m.scope == "partition":
-            assert m.labels == ("cluster_name", "group", "topic", "partition")
-    # the kafka-lag-exporter name, and no lag: end offsets are not in __consumer_offsets
+            assert m.labels[:4] == ("cluster_name", "group", "topic", "partition")
+    # kafka-lag-exporter's names; lag comes from the log offsets the driver reads (scope "lag")
     assert "kafka_consumergroup_group_offset" in BY_NAME
-    assert not [n for n in names if "lag" in n]
+    assert {
+        m.scope for m in CATALOGUE if m.name.startswith("kafka_consumergroup_group_") and "lag" in m.name
+    } == {"lag"}
 
 
 def test_every_group_counter_is_a_state_counter() -> None:
@@ -124,7 +127,10 @@ def test_every_group_counter_is_a_state_counter() -> None:
 @pytest.fixture(scope="module")
 def mixed() -> FakeMirror:
     weird = stable_classic('we"ird\\grp\nü', 3)
-    m = mirror_with(stable_classic("stable-g", 6), empty_classic("empty-g", 4, HOUR), kip848("k-g", 4), weird)
+    groups = (stable_classic("stable-g", 6), empty_classic("empty-g", 4, HOUR), kip848("k-g", 4), weird)
+    m = FakeMirror(settings())
+    m.store.apply(0, [to_store_row(g) for g in groups])
+    m.feed_lag(groups, deleted_topics={"e"})  # empty-g's topic: the deleted-topic series
     m.observed = {
         "records": 120,
         "rows": 60,
@@ -148,7 +154,9 @@ def mixed() -> FakeMirror:
 
 
 def test_both_renderers_parse_and_agree_sample_for_sample(mixed: FakeMirror) -> None:
-    fast = parse(exposition(mixed)[0])
+    # the lag families have one renderer (`streaming.serving.lag_metrics`): compared to the catalogue below
+    lag = {m.name for m in CATALOGUE if m.scope == "lag"}
+    fast = {k: v for k, v in parse(exposition(mixed)[0]).items() if k[0] not in lag}
     slow = parse(generate_latest(registry_for(mixed)))
     assert set(fast) == set(slow)
     volatile = {"coordinator_mirror_exporter_render_seconds", "coordinator_mirror_exporter_series"}
@@ -157,6 +165,7 @@ def test_both_renderers_parse_and_agree_sample_for_sample(mixed: FakeMirror) -> 
     )
     # the series counter tells the size of the previous exposition
     assert value(parse(exposition(mixed)[0]), "coordinator_mirror_exporter_series") == len(fast)
+    assert not set(slow) & {k for k in parse(exposition(mixed)[0]) if k[0] in lag}
 
 
 def test_exposition_matches_the_catalogue(mixed: FakeMirror) -> None:
@@ -167,6 +176,8 @@ def test_exposition_matches_the_catalogue(mixed: FakeMirror) -> None:
         fam = families.get(m.family)
         assert fam is not None, f"{m.name} missing from the exposition"
         assert fam.type == m.type and fam.documentation == m.help, m.name
+        if m.scope == "lag":  # the fake mirror feeds every lag family
+            assert fam.samples, f"{m.name} has no samples"
     for (name, labels), _ in parse(body).items():
         m = SAMPLE_NAMES.get(name)
         assert m is not None, f"{name} is not in the catalogue"
@@ -217,13 +228,38 @@ def test_per_group_values(mixed: FakeMirror) -> None:
     # a Stable group's subscribed topics never expire: no countdown; the Empty group's do
     assert not series(s, "coordinator_mirror_group_next_offset_expiry_seconds", group="stable-g")
     assert value(s, "coordinator_mirror_group_next_offset_expiry_seconds", group="empty-g") > 0
-    # committed offsets per partition, kafka-lag-exporter's name and labels
+    # committed offsets per partition, kafka-lag-exporter's name and labels; this classic group's
+    # members carry no assignment, so no partition has an owner
+    unknown = {"member_host": "unknown", "consumer_id": "unknown", "client_id": "unknown"}
     for o in snap["offsets"]:
         labels = {"group": "stable-g", "topic": o["topic"], "partition": str(o["partition"])}
-        assert value(s, "kafka_consumergroup_group_offset", **labels) == o["offset"]
+        assert value(s, "kafka_consumergroup_group_offset", **labels, **unknown) == o["offset"]
         assert value(s, "kafka_consumergroup_group_commit_timestamp_seconds", **labels) == (
             o["commit_timestamp_ms"] / 1000
         )
+
+
+def test_committed_offsets_carry_the_owner_of_the_partition(mixed: FakeMirror) -> None:
+    """kafka-lag-exporter's owner labels on kafka_consumergroup_group_offset (its
+    groupPartitionLabels), from the assignment in the log: KIP-848 members m1 (0, 2), m2 (1);
+    partition 3 is committed but not assigned.  Same in both renderers, same as the lag series."""
+    snap = mixed.store.group("k-g")
+    assert snap is not None
+    members = {m["member_id"]: m for m in snap["members"]}
+    expected = {"0": "m1", "1": "m2", "2": "m1", "3": None}
+    for body in (exposition(mixed)[0], generate_latest(registry_for(mixed))):
+        s = parse(body)
+        for partition, member in expected.items():
+            (key,) = series(s, "kafka_consumergroup_group_offset", group="k-g", partition=partition)
+            labels = dict(key[1])
+            m = members.get(member or "")
+            assert labels["consumer_id"] == (member or "unknown")
+            assert labels["member_host"] == ((m and m["client_host"]) or "unknown")
+            assert labels["client_id"] == ((m and m["client_id"]) or "unknown")
+            assert labels["topic"] == "k.t"
+        lag_owner = {k: v for k, v in labels.items() if k in ("member_host", "consumer_id", "client_id")}
+    s = parse(exposition(mixed)[0])
+    assert series(s, "kafka_consumergroup_group_lag", group="k-g", partition="3", **lag_owner)
 
 
 def test_any_group_id_survives_escaping(mixed: FakeMirror) -> None:
@@ -345,6 +381,7 @@ def test_deleted_groups_series_disappear_and_a_recreated_group_starts_over() -> 
     s = parse(exposition(m)[0])
     assert series(s, "coordinator_mirror_group_rebalances_total", group="goes")
     m.store.apply(1, [("goes", None, None)])  # what the sink applies for a deleted group
+    m.burrow.history.record(m.lag.apply_groups([("goes", None)]), m.lag)  # and its lag hook
     for body in (exposition(m)[0], generate_latest(registry_for(m))):
         s = parse(body)
         assert not [k for k in s if dict(k[1]).get("group") == "goes"]

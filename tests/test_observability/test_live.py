@@ -206,12 +206,17 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         closables.append(churn)
         closables.append(Flapper(lab, flap_group, lab.topic("flap-t", partitions=1)))
 
+        # the Empty group also committed to a topic since deleted (the deleted-topic lag panel)
+        gone = lab.topic("obs-gone", partitions=1, messages_per_partition=3)
+        commit_then_delete_topic(kafka.bootstrap, next(iter(empty.groups)), gone)
+
         common = {"trigger_interval_s": 1.0, "shuffle_partitions": 2, "http_port": 0}
         mirrors["live"] = Mirror(
             load_settings(
                 bootstrap_servers=kafka.bootstrap,
                 checkpoint_location=str(work / "ckpt-live"),
                 cluster_name="live",
+                lag_interval_s=1.0,
                 **common,
             ),
             spark=spark,
@@ -255,6 +260,19 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         for m in mirrors.values():
             m.stop()
         lab.close()
+
+
+def commit_then_delete_topic(bootstrap: str, group: str, topic: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    for f in AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic]).values():
+        f.result(60)
 
 
 def _firing(alerts: list[dict[str, Any]], name: str, **labels: str) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The HTTP server as a client meets it: the OpenAPI description, fuzzing, timeouts, gzip,
 OpenMetrics, TLS and authentication -- against a real uvicorn server on loopback.
 
-No Spark: the store is filled directly (`tests.test_observability.synthetic` for /metrics).
+No Spark: the store is filled directly (`tests.test_observability.synthetic` for /metrics), and
+the lag routes answer from a real lag tracker and Burrow window fed with the same groups.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import schemathesis
 import yaml
 from hypothesis import HealthCheck, settings
 
+from state import codec
 from streaming.serving.api import OPENAPI_PATH, Credentials, MirrorHTTPServer, routes
+from streaming.serving.burrow import lag_route
 from streaming.serving.store import SnapshotStore
-from tests.test_observability.synthetic import RENDERER
+from tests.test_observability.synthetic import RENDERER, FakeMirror
+from tests.test_observability.synthetic import settings as mirror_settings
 from tests.test_streaming.test_api import state_bytes
 
 #: ids a client must be able to ask for and get back exactly
@@ -39,6 +43,7 @@ WEIRD_IDS = [
     "trailing/",
     "x" * 65_536,
     "/leading",
+    "orders/lag",  # a group, not the lag of "orders"
 ]
 
 
@@ -73,8 +78,13 @@ def request(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[MirrorHTTPServer]:
-    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), metrics=_metrics, request_timeout_s=1.0,
-                           idle_timeout_s=1.0).start()  # fmt: skip
+    mirror = FakeMirror(mirror_settings(), _store())
+    mirror.feed_lag(codec.decode(blob) for _, blob in mirror.store.states())
+    now_ms = lambda: int(time.time() * 1000)  # noqa: E731
+    srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, metrics=_metrics, request_timeout_s=1.0,
+                           idle_timeout_s=1.0,
+                           lag_route=lambda path: lag_route(mirror.lag, mirror.burrow, path, now_ms()),
+                           ).start()  # fmt: skip
     yield srv
     srv.stop()
 
@@ -104,8 +114,26 @@ def test_server_conforms_to_openapi(case: Any, server: MirrorHTTPServer) -> None
 # ------------------------------------------------------------------------------------------- fuzz
 @pytest.mark.parametrize("group_id", WEIRD_IDS, ids=lambda g: g[:20])
 def test_weird_group_ids_round_trip(server: MirrorHTTPServer, group_id: str) -> None:
-    status, _, body = request(f"{server.url}/groups/{urllib.parse.quote(group_id, safe='')}")
+    quoted = urllib.parse.quote(group_id, safe="")
+    status, _, body = request(f"{server.url}/groups/{quoted}")
     assert status == 200 and json.loads(body)["group_id"] == group_id
+    assert "partitions" not in json.loads(body)  # the snapshot, not the lag ("orders%2Flag")
+    status, _, body = request(f"{server.url}/groups/{quoted}/lag")
+    lag = json.loads(body)
+    assert status == 200 and lag["group_id"] == group_id and lag["partitions"][0]["lag"] == 2100 - 1000
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/consumer/{quoted}/lag")
+    assert status == 200 and json.loads(body)["status"]["group"] == group_id
+
+
+def test_burrow_paths_answer_burrow_envelopes(server: MirrorHTTPServer) -> None:
+    status, _, body = request(f"{server.url}/v3/kafka")
+    assert status == 200 and json.loads(body)["clusters"] == ["synthetic"]
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/consumer")
+    assert status == 200 and set(json.loads(body)["consumers"]) == set(WEIRD_IDS)
+    status, _, body = request(f"{server.url}/v3/kafka/other/consumer")
+    assert status == 404 and json.loads(body)["error"] is True
+    status, _, body = request(f"{server.url}/groups/nope/lag")
+    assert status == 404 and json.loads(body)["error"] == "group_not_found"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,427 @@
+"""Consumer lag from the mirror's committed offsets and sampled log offsets: the pure computation.
+
+Inputs, both handed over by the application shell:
+
+* the groups (`LagTracker.apply_groups`, decoded from the state bytes of the groups that changed
+  since the previous round of log offsets): committed offsets, owners (member host, member id,
+  client id from the group's assignment) and topic ids learned from the log;
+* rounds of log offsets (`LogOffsets`, read by `streaming.cluster.offsets` at the interval
+  ``lag_interval_s``): log-start offset, high watermark and last stable offset (LSO) of every
+  partition a group commits to or is assigned, and the cluster's topic id -> name map.
+
+What is reported (the README's "Lag" section):
+
+* ``kafka_partition_latest_offset`` is the high watermark (kafka-lag-exporter's definition: the
+  consumer's ``endOffsets`` under read_uncommitted); the LSO is exported beside it.
+* lag in messages = ``max(0, end - committed)`` where ``end`` is the LSO (setting
+  ``lag_isolation=read_committed``, the default: a read_committed consumer can never pass the
+  LSO, so an open transaction is not lag it can work off) or the high watermark
+  (``read_uncommitted``).  For a topic without open transactions the two are equal.
+* lag in seconds: kafka-lag-exporter's method (its ``LookupTable``): a sliding window of
+  ``(end offset, sample time)`` points per partition, flat runs compressed to their two ends; the
+  time at which the log end passed the committed offset is interpolated linearly between the two
+  points around it (extrapolated along the whole window's trend when outside), and the lag is the
+  sample time minus that.  0 when the committed offset is the newest end; NaN with fewer than
+  two points.  Error bound: within the window the true append time of the record at the committed
+  offset lies between the two bracketing sample times, so the error is at most one sampling
+  interval (measured in tests/test_streaming/test_lag_live.py and bench/lag.py).
+
+Everything here is a function of its arguments: time is passed in, nothing talks to Kafka.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from state.model import CONSUMER, SHARE, Group
+
+TopicPartition = tuple[str, int]
+#: a topic id as Kafka writes it in text: 16 bytes, URL-safe base64 without padding
+_TOPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{22}$")
+UNKNOWN: Final = "unknown"  # owner labels of a partition no member is assigned (kafka-lag-exporter's)
+
+
+def looks_like_topic_id(topic: str) -> bool:
+    return bool(_TOPIC_ID.match(topic))
+
+
+# ------------------------------------------------------------------------------- log offsets
+@dataclass(frozen=True)
+class PartitionEnds:
+    """One partition's log offsets from one round."""
+
+    earliest: int | None
+    high_watermark: int
+    stable: int  # last stable offset (ListOffsets latest, read_committed)
+
+
+@dataclass(frozen=True)
+class LogOffsets:
+    """One round of log offsets (`streaming.cluster.offsets.OffsetReader.read`)."""
+
+    sampled_at_ms: int
+    partitions: Mapping[TopicPartition, PartitionEnds]
+    #: topic id -> name, from cluster metadata
+    topic_names: Mapping[str, str] = field(default_factory=dict)
+    #: topics asked for that the cluster does not have (deleted, or never created)
+    missing_topics: frozenset[str] = frozenset()
+    round_seconds: float = 0.0
+    requests: int = 0
+    error: str | None = None
+
+
+# ------------------------------------------------------------------- kafka-lag-exporter's table
+class LookupTable:
+    """Sampled ``(offset, time_ms)`` points of one partition's log end, oldest first, at most
+    ``limit`` (kafka-lag-exporter's ``LookupTable.Table``; the same add and lookup rules).
+
+    Points are kept in one ``array('q')`` (offset, time, offset, time, ...): 16 bytes a point."""
+
+    __slots__ = ("limit", "points")
+
+    def __init__(self, limit: int = 60) -> None:
+        self.limit = max(2, limit)
+        self.points = array("q")
+
+    def __len__(self) -> int:
+        return len(self.points) // 2
+
+    def latest(self) -> tuple[int, int] | None:
+        p = self.points
+        return (p[-2], p[-1]) if p else None
+
+    def add(self, offset: int, time_ms: int) -> None:
+        p = self.points
+        if p:
+            last_offset, last_time = p[-2], p[-1]
+            if last_time >= time_ms or last_offset > offset:
+                return  # out of order, or not monotonic (a truncated log): ignored as they do
+            if last_offset == offset and len(p) >= 4 and p[-4] == offset:
+                p[-1] = time_ms  # a flat line stays one segment: move its right end out
+                return
+        if len(p) >= 2 * self.limit:
+            del p[:2]
+        p.append(offset)
+        p.append(time_ms)
+
+    def predict_ms(self, offset: int) -> float | None:
+        """When the log end passed ``offset`` (ms), or None with fewer than two points; the
+        caller checks for the zero-lag case (``offset`` at the newest point) first."""
+        p = self.points
+        n = len(p) // 2
+        if n < 2:
+            return None
+        # newest segment first, as they search: the pair of points around the offset
+        for i in range(n - 1, 0, -1):
+            lo_off, hi_off = p[2 * i - 2], p[2 * i]
+            if lo_off <= offset <= hi_off:
+                left, right = i - 1, i
+                break
+        else:
+            left, right = 0, n - 1  # outside the window: the whole window's trend
+        lo_off, lo_t, hi_off, hi_t = p[2 * left], p[2 * left + 1], p[2 * right], p[2 * right + 1]
+        dy = hi_off - lo_off
+        if dy == 0:
+            # a flat window (all of it, the end never moved while sampled): the end was past the
+            # offset at the window's first point already -- a lower bound of the lag, where
+            # kafka-lag-exporter divides by zero; never the newest point (that would read as ~0 s
+            # for a stopped consumer on an idle topic)
+            return float(lo_t)
+        return hi_t - (hi_off - offset) * (hi_t - lo_t) / dy
+
+
+def lag_messages(committed: int, end: int) -> int:
+    """Messages behind: never negative (the end was read before the commit, or a commit past it)."""
+    return max(0, end - committed)
+
+
+def lag_seconds(committed: int, table: LookupTable, at_ms: int) -> float:
+    """Seconds behind at ``at_ms`` (kafka-lag-exporter's rule): 0 at the newest end, NaN with
+    too few points, else ``at_ms`` minus the interpolated time the end passed ``committed``."""
+    newest = table.latest()
+    if newest is not None and committed >= newest[0]:
+        return 0.0
+    predicted = table.predict_ms(committed)
+    if predicted is None:
+        return math.nan
+    return max(0.0, (at_ms - predicted) / 1000)
+
+
+# ----------------------------------------------------------------------- the groups' side
+@dataclass(frozen=True)
+class Owner:
+    member_host: str = UNKNOWN
+    consumer_id: str = UNKNOWN
+    client_id: str = UNKNOWN
+
+
+NO_OWNER: Final = Owner()
+
+
+def snapshot_owners(snap: Mapping[str, Any]) -> dict[tuple[str, int], Owner]:
+    """Who holds each assigned partition in a JSON snapshot (`state.snapshot`): `group_owners`
+    derived from the rendered view instead of the decoded group (the exporter test's oracle)."""
+    owners: dict[tuple[str, int], Owner] = {}
+    for m in snap.get("members") or ():
+        assignment = m.get("assignment")
+        if not assignment:
+            continue
+        owner = Owner(
+            m.get("client_host") or UNKNOWN, m.get("member_id") or UNKNOWN, m.get("client_id") or UNKNOWN
+        )
+        for a in assignment:
+            for p in a["partitions"]:
+                owners[(a["topic"], p)] = owner
+    return owners
+
+
+@dataclass
+class GroupOffsets:
+    """What lag needs of one group: committed offsets and commit times, owners, topic ids."""
+
+    kind: str
+    #: topic (name, or id when the log never named it) -> partition -> (offset, commit time ms)
+    offsets: dict[TopicPartition, tuple[int, int]]
+    owners: dict[TopicPartition, Owner]
+    topic_ids: dict[str, str]  # id -> name learned from the log
+
+
+def group_owners(g: Group) -> dict[TopicPartition, Owner]:
+    """Who holds each assigned partition of a decoded group (`state.codec.decode`), topics named
+    as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
+    (`streaming.serving.metrics`) and of the lag series."""
+    by_id = g.kind in (CONSUMER, SHARE)
+    owners: dict[TopicPartition, Owner] = {}
+    for m in g.members.values():
+        owner = Owner(m.client_host or UNKNOWN, m.member_id or UNKNOWN, m.client_id or UNKNOWN)
+        for t, ps in m.assignment:
+            name = g.topic_name(t) if by_id else t
+            for p in ps:
+                owners[(name, p)] = owner
+    return owners
+
+
+def group_offsets(g: Group) -> GroupOffsets:
+    """The lag view of a decoded group (`state.codec.decode`)."""
+    owners = group_owners(g)
+    offsets = {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    ids = dict(g.topic_names)
+    for (t, _), e in g.offsets.items():
+        if e[5] and t != e[5]:
+            ids[e[5]] = t
+    return GroupOffsets(g.display_kind or "unknown", offsets, owners, ids)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None  # None: assigned, nothing committed yet
+    commit_ms: int | None
+    owner: Owner
+    end: int | None  # None: the end is unknown (topic deleted, not sampled yet)
+    lag: float  # messages; NaN when unknown
+    lag_seconds: float
+    topic_deleted: bool = False
+
+
+class LagTracker:
+    """The driver's lag state: the groups' offsets, the lookup tables, the latest round.
+
+    One writer per input (the sink thread applies groups, the offsets thread applies rounds),
+    any number of readers (metrics, HTTP): one lock, held only to swap or copy references."""
+
+    def __init__(
+        self,
+        isolation: Literal["read_committed", "read_uncommitted"] = "read_committed",
+        lookup_points: int = 60,
+    ) -> None:
+        self.isolation = isolation
+        self.lookup_points = lookup_points
+        self._lock = threading.Lock()
+        self.groups: dict[str, GroupOffsets] = {}
+        self.tables: dict[TopicPartition, LookupTable] = {}
+        self.round: LogOffsets | None = None
+        self.rounds = 0
+        self.failed_rounds = 0
+        #: bumped by every change of the groups or the round: renderers cache on it
+        self.version = 0
+        #: topic id -> name: the log's and the cluster's (the cluster wins)
+        self.topic_names: dict[str, str] = {}
+        self.listeners: list[Any] = []
+
+    # -- inputs --------------------------------------------------------------------------------
+    def apply_groups(
+        self, changed: Iterable[tuple[str, Group | None]]
+    ) -> list[tuple[str, GroupOffsets | None]]:
+        """Groups as the sink applied them (None: deleted).  Returns what was applied."""
+        out: list[tuple[str, GroupOffsets | None]] = []
+        for gid, g in changed:
+            view = None if g is None or not g.exists else group_offsets(g)
+            out.append((gid, view))
+        with self._lock:
+            for gid, view in out:
+                if view is None:
+                    self.groups.pop(gid, None)
+                else:
+                    self.groups[gid] = view
+                    for tid, name in view.topic_ids.items():
+                        self.topic_names.setdefault(tid, name)
+            if out:
+                self.version += 1
+        return out
+
+    def wanted(self) -> set[TopicPartition]:
+        """Every named topic-partition some group commits to or is assigned (ids the cluster
+        cannot name are left out: ListOffsets needs names)."""
+        with self._lock:
+            groups = list(self.groups.values())
+            names = dict(self.topic_names)
+        out: set[TopicPartition] = set()
+        for v in groups:
+            for t, p in v.offsets:
+                out.add((names.get(t, t), p))
+            for t, p in v.owners:
+                out.add((names.get(t, t), p))
+        return {(t, p) for t, p in out if not (looks_like_topic_id(t) and t not in names.values())}
+
+    def apply_round(self, r: LogOffsets) -> None:
+        end = self.end_of
+        with self._lock:
+            if r.error is not None and not r.partitions:
+                self.failed_rounds += 1
+                return
+            self.round = r
+            self.rounds += 1
+            self.version += 1
+            self.topic_names.update(r.topic_names)
+            for tp, ends in r.partitions.items():
+                table = self.tables.get(tp)
+                if table is None:
+                    table = self.tables[tp] = LookupTable(self.lookup_points)
+                table.add(end(ends), r.sampled_at_ms)
+            # partitions no longer wanted (or gone) drop their tables, as kafka-lag-exporter evicts
+            for tp in [tp for tp in self.tables if tp not in r.partitions]:
+                del self.tables[tp]
+
+    def end_of(self, ends: PartitionEnds) -> int:
+        return ends.stable if self.isolation == "read_committed" else ends.high_watermark
+
+    # -- reads -----------------------------------------------------------------------------------
+    def name_of(self, topic: str) -> str:
+        return self.topic_names.get(topic, topic)
+
+    def is_deleted(self, topic: str) -> bool:
+        """A topic (or an id no one can name) the cluster does not have."""
+        r = self.round
+        if r is None:
+            return False
+        if topic in r.missing_topics:
+            return True
+        return (
+            looks_like_topic_id(topic)
+            and topic not in self.topic_names
+            and topic not in r.topic_names.values()
+        )
+
+    def group_lag(self, group_id: str) -> list[PartitionLag] | None:
+        with self._lock:
+            view = self.groups.get(group_id)
+        return None if view is None else self.lag_rows(view)
+
+    def items(self) -> list[tuple[str, GroupOffsets]]:
+        with self._lock:
+            return sorted(self.groups.items())
+
+    def lag_rows(self, view: GroupOffsets) -> list[PartitionLag]:
+        r = self.round
+        names = self.topic_names
+        at_ms = r.sampled_at_ms if r is not None else 0
+        parts = r.partitions if r is not None else {}
+        rows: list[PartitionLag] = []
+        keys: dict[TopicPartition, tuple[int | None, int | None]] = {
+            (names.get(t, t), p): v for (t, p), v in view.offsets.items()
+        }
+        owners = {(names.get(t, t), p): o for (t, p), o in view.owners.items()}
+        for tp in owners:
+            keys.setdefault(tp, (None, None))
+        for (t, p), (committed, commit_ms) in sorted(keys.items()):
+            ends = parts.get((t, p))
+            end = None if ends is None else self.end_of(ends)
+            if end is None or committed is None:
+                lag = secs = math.nan
+            else:
+                lag = float(lag_messages(committed, end))
+                table = self.tables.get((t, p))
+                secs = math.nan if table is None else lag_seconds(committed, table, at_ms)
+            rows.append(
+                PartitionLag(
+                    t,
+                    p,
+                    committed,
+                    commit_ms,
+                    owners.get((t, p), NO_OWNER),
+                    end,
+                    lag,
+                    secs,
+                    self.is_deleted(t),
+                )
+            )
+        return rows
+
+
+def iter_lag(tracker: LagTracker) -> Iterator[tuple[str, GroupOffsets, list[PartitionLag]]]:
+    for gid, view in tracker.items():
+        yield gid, view, tracker.lag_rows(view)
+
+
+def resolve_topic_ids(snapshot: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A snapshot with topic ids the log never named replaced by the cluster's names (members'
+    assignments, pending revocations, targets, offsets), for ``GET /groups/{id}``."""
+    if not names:
+        return snapshot
+
+    def fix(a: Any) -> Any:
+        if not isinstance(a, list):
+            return a
+        return [{**x, "topic": names.get(x.get("topic"), x.get("topic"))} for x in a]
+
+    out = dict(snapshot)
+    members = snapshot.get("members")
+    if isinstance(members, list):
+        out["members"] = [
+            {**m, **{k: fix(m.get(k)) for k in ("assignment", "pending_revocation", "target_assignment")}}
+            for m in members
+        ]
+    offsets = snapshot.get("offsets")
+    if isinstance(offsets, list):
+        out["offsets"] = [{**o, "topic": names.get(o["topic"], o["topic"])} for o in offsets]
+    return out
+
+
+def lag_json(rows: list[PartitionLag]) -> list[dict[str, Any]]:
+    def num(x: float) -> float | None:
+        return None if math.isnan(x) else x
+
+    return [
+        {
+            "topic": r.topic,
+            "partition": r.partition,
+            "committed_offset": r.committed,
+            "commit_timestamp_ms": r.commit_ms,
+            "end_offset": r.end,
+            "lag": None if math.isnan(r.lag) else int(r.lag),
+            "lag_seconds": num(r.lag_seconds),
+            "member_host": r.owner.member_host,
+            "consumer_id": r.owner.consumer_id,
+            "client_id": r.owner.client_id,
+            "topic_deleted": r.topic_deleted,
+        }
+        for r in rows
+    ]

@@ -1,0 +1,154 @@
+"""Prometheus exposition of lag and consumer health (`streaming.serving.catalogue.LAG_METRICS`).
+
+Rendered from the `LagTracker` (groups' committed offsets and owners, the latest round of log
+offsets) and the Burrow evaluator.  The text only changes when a round lands or a group changes,
+so it is rendered once per tracker version and served from that cache in between (a scrape
+between two rounds costs nothing).  Per-partition series obey the same settings as the
+committed-offset series (``metrics_per_partition``, ``metrics_group_regex``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from typing import Any
+
+from streaming.serving.burrow import Burrow
+from streaming.serving.catalogue import LAG_METRICS, MetricDef
+from streaming.serving.lag import LagTracker, PartitionLag, iter_lag
+
+
+def _esc(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _num(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if value == int(value) and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _header(m: MetricDef) -> str:
+    return f"# HELP {m.name} {m.help}\n# TYPE {m.name} {m.type}\n"
+
+
+class LagExporter:
+    def __init__(self, tracker: LagTracker, burrow: Burrow | None, settings: Any) -> None:
+        self.tracker = tracker
+        self.burrow = burrow
+        self.settings = settings
+        self.cluster: str = settings.cluster_name
+        self.per_partition = bool(settings.metrics_per_partition)
+        regex = settings.metrics_group_regex
+        self.group_regex = re.compile(regex) if regex else None
+        self._lock = threading.Lock()
+        self._cached: tuple[int, int, bytes] | None = None
+        self.last_series = 0
+        self.last_render_seconds = 0.0
+
+    def _partitions_for(self, group_id: str) -> bool:
+        if not self.per_partition:
+            return False
+        return self.group_regex is None or self.group_regex.search(group_id) is not None
+
+    def exposition(self) -> bytes:
+        t = self.tracker
+        with self._lock:
+            statuses = len(self.burrow.watcher.groups) if self.burrow is not None else 0
+            key = (t.version, statuses)
+            if self._cached is not None and self._cached[:2] == key:
+                return self._cached[2]
+            started = time.perf_counter()
+            body = self._render()
+            self._cached = (*key, body)
+            self.last_render_seconds = time.perf_counter() - started
+            return body
+
+    def _render(self) -> bytes:
+        t = self.tracker
+        c = f'cluster_name="{_esc(self.cluster)}"'
+        out: dict[str, list[str]] = {m.name: [] for m in LAG_METRICS}
+        r = t.round
+        watcher = self.burrow.watcher if self.burrow is not None else None
+        for gid, _view, rows in iter_lag(t):
+            g = f'{c},group="{_esc(gid)}"'
+            out["coordinator_mirror_group_lag_slo_seconds"].append(
+                f"{g}}} {_num(self.settings.lag_slo(gid))}"
+            )
+            finite = [x for x in rows if not math.isnan(x.lag)]
+            if finite:
+                out["kafka_consumergroup_group_max_lag"].append(f"{g}}} {_num(max(x.lag for x in finite))}")
+                out["kafka_consumergroup_group_sum_lag"].append(f"{g}}} {_num(sum(x.lag for x in finite))}")
+                by_topic: dict[str, float] = {}
+                for x in finite:
+                    by_topic[x.topic] = by_topic.get(x.topic, 0.0) + x.lag
+                for topic, v in sorted(by_topic.items()):
+                    out["kafka_consumergroup_group_topic_sum_lag"].append(
+                        f'{g},topic="{_esc(topic)}"}} {_num(v)}'
+                    )
+            secs = [x.lag_seconds for x in rows if not math.isnan(x.lag_seconds)]
+            if secs:
+                out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {_num(max(secs))}")
+            for topic in sorted({x.topic for x in rows if x.topic_deleted}):
+                out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{_esc(topic)}"}} 1')
+            if watcher is not None and gid in watcher.groups:
+                out["coordinator_mirror_consumer_status"].append(f"{g}}} {watcher.groups[gid]}")
+            if not self._partitions_for(gid):
+                continue
+            for x in rows:
+                if x.end is None:
+                    continue  # end unknown (deleted topic, not read yet): no lag series, as they evict
+                labels = _partition_labels(g, x)
+                out["kafka_consumergroup_group_lag"].append(f"{labels}}} {_num(x.lag)}")
+                out["kafka_consumergroup_group_lag_seconds"].append(f"{labels}}} {_num(x.lag_seconds)}")
+                if watcher is not None:
+                    st = watcher.partitions.get((gid, x.topic, x.partition))
+                    if st is not None:
+                        out["coordinator_mirror_consumer_partition_status"].append(
+                            f'{g},topic="{_esc(x.topic)}",partition="{x.partition}"}} {st}'
+                        )
+        if r is not None:
+            for (topic, p), ends in sorted(r.partitions.items()):
+                tp = f'{c},topic="{_esc(topic)}",partition="{p}"}}'
+                out["kafka_partition_latest_offset"].append(f"{tp} {ends.high_watermark}")
+                if ends.earliest is not None:
+                    out["kafka_partition_earliest_offset"].append(f"{tp} {ends.earliest}")
+                out["coordinator_mirror_partition_stable_offset"].append(f"{tp} {ends.stable}")
+            out["coordinator_mirror_lag_sample_timestamp_seconds"].append(
+                f"{c}}} {_num(r.sampled_at_ms / 1000)}"
+            )
+            out["coordinator_mirror_lag_round_seconds"].append(f"{c}}} {_num(r.round_seconds)}")
+            out["coordinator_mirror_lag_partitions"].append(f"{c}}} {len(r.partitions)}")
+        out["coordinator_mirror_lag_rounds_total"] = [
+            f'{c},outcome="ok"}} {t.rounds}',
+            f'{c},outcome="failed"}} {t.failed_rounds}',
+        ]
+        parts: list[str] = []
+        series = 0
+        for m in LAG_METRICS:
+            parts.append(_header(m))
+            lines = out[m.name]
+            series += len(lines)
+            parts.extend(f"{m.name}{{{line}\n" for line in lines)
+        self.last_series = series
+        return "".join(parts).encode("utf-8")
+
+
+def _partition_labels(g: str, x: PartitionLag) -> str:
+    o = x.owner
+    return (
+        f'{g},topic="{_esc(x.topic)}",partition="{x.partition}",member_host="{_esc(o.member_host)}",'
+        f'consumer_id="{_esc(o.consumer_id)}",client_id="{_esc(o.client_id)}"'
+    )
+
+
+def lag_exposition(mirror: Any) -> bytes:
+    """The lag families for ``GET /metrics`` (empty when the mirror reads no lag)."""
+    exporter: LagExporter | None = getattr(mirror, "lag_exporter", None)
+    return b"" if exporter is None else exporter.exposition()
