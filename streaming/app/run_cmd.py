@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streaming.app.errors import EXIT_CONFIG, classify
 from streaming.app.mirror import Mirror
 from streaming.settings import Settings, SettingsError, load_settings
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except SettingsError as exc:
         print(f"coordinator-mirror: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     configure_logging(settings.log_level)
     stop = threading.Event()
     return serve(settings, stop)
@@ -133,7 +134,13 @@ def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any],
     log.info("settings: %s", settings.redacted())
     mirror = Mirror(settings)
     try:
-        mirror.start()
+        try:
+            mirror.start()
+        except Exception as exc:
+            error = classify(exc, bootstrap=settings.bootstrap_servers)
+            log.debug("start failed", exc_info=True)
+            print(f"coordinator-mirror: {error.message}", file=sys.stderr)
+            return error.exit_code
         if mirror.http is not None:
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
@@ -142,10 +149,9 @@ def serve(settings: Settings, stop: threading.Event, on_started: Callable[[Any],
         announced = False
         last_report = 0.0
         while not stop.wait(1.0):
-            ok, detail = mirror.health()
-            if not ok and mirror.query is not None and not mirror.query.isActive:
-                log.error("the mirror's query failed: %s", detail.get("error"))
-                return 1
+            if mirror.fatal is not None:
+                print(f"coordinator-mirror: {mirror.fatal.message}", file=sys.stderr)
+                return mirror.fatal.exit_code
             r = mirror.store.readiness
             if r.ready and not announced:
                 log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))

@@ -105,8 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path.startswith("/groups/"):
                 self._group(unquote(path[len("/groups/") :]))
             elif path == "/ready":
-                r = self.server.store.readiness
-                self._json(200 if r.ready else 503, r.to_json())
+                self._ready()
             elif path == "/healthz":
                 ok, detail = self.server.health()
                 self._json(200 if ok else 500, {"healthy": ok, **detail})
@@ -127,6 +126,28 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # one bad request must not take the server down
             log.exception("HTTP %s failed", self.path)
             self._json(500, {"error": "internal", "detail": repr(exc)})
+
+    def _ready(self) -> None:
+        """200 once caught up and the source answers; else 503 with ``reason``: "waiting for
+        __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not
+        answer), "query restarting: ..." or "catching up"."""
+        store = self.server.store
+        r = store.readiness
+        status = store.status
+        body = r.to_json()
+        reason = None
+        if status.waiting_reason:
+            reason = status.waiting_reason
+        elif not status.source_up:
+            reason = f"source unavailable: {status.source_error}"
+        elif store.failure:
+            reason = f"query restarting: {store.failure}"
+        elif not r.ready:
+            reason = "catching up"
+        body["ready"] = reason is None
+        body["reason"] = reason
+        body["source_up"] = status.source_up
+        self._json(200 if reason is None else 503, body)
 
     def _groups(self, query: dict[str, list[str]]) -> None:
         rows = self.server.store.summaries()

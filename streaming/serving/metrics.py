@@ -47,6 +47,7 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
+from streaming.serving.store import MirrorStatus
 
 #: a sample: label values in the family's label order, value
 Samples = list[tuple[tuple[str, ...], float]]
@@ -257,6 +258,20 @@ class MirrorMetrics:
         except Exception:  # the JVM side is gone: that is an unhealthy query, not a failed scrape
             healthy = False
         out["coordinator_mirror_query_healthy"] = [((c,), 1 if healthy else 0)]
+        status = getattr(store, "status", None) or MirrorStatus()
+        out["coordinator_mirror_query_restarts_total"] = [((c,), status.query_restarts)]
+        out["coordinator_mirror_source_up"] = [((c,), 1 if status.source_up else 0)]
+        out["coordinator_mirror_groups_quarantined"] = [((c,), len(getattr(store, "quarantined", ())))]
+        out["coordinator_mirror_reconcile_mismatches"] = [
+            ((c, side), len(status.mismatches.get(side, ())))
+            for side in ("missing_in_coordinator", "missing_in_mirror")
+        ]
+        out["coordinator_mirror_reconcile_rounds_total"] = [
+            ((c, k), status.reconcile_rounds.get(k, 0)) for k in ("error", "ok")
+        ]
+        out["coordinator_mirror_reconcile_last_timestamp_seconds"] = (
+            [((c,), status.reconciled_at_ms / 1000)] if status.reconciled_at_ms else []
+        )
         out["coordinator_mirror_catchup_progress_ratio"] = [((c,), r.progress())]
         behind = r.behind()
         out["coordinator_mirror_partition_records_behind"] = [
@@ -281,6 +296,7 @@ class MirrorMetrics:
         out["coordinator_mirror_groups_deleted_total"] = _seeded(
             c, tallies, "group_deleted", ("tombstone", "expired")
         )
+        out["coordinator_mirror_fold_failures_total"] = _seeded(c, tallies, "fold_failure", ())
         by_state: dict[tuple[str, str], int] = {}
         for v in views:
             by_state[(v.state, v.kind)] = by_state.get((v.state, v.kind), 0) + 1

@@ -112,6 +112,23 @@ class Readiness:
         }
 
 
+@dataclass
+class MirrorStatus:
+    """What the driver's supervisor knows about the source and the query (metrics, /ready)."""
+
+    #: why the mirror is not mirroring right now (None: it is), e.g. "waiting for __consumer_offsets"
+    waiting_reason: str | None = None
+    source_up: bool = True
+    source_error: str | None = None
+    query_restarts: int = 0
+    #: side -> group ids that disagreed for two reconciliation rounds in a row
+    mismatches: dict[str, set[str]] = field(default_factory=dict)
+    reconcile_rounds: dict[str, int] = field(default_factory=dict)
+    reconciled_at_ms: int | None = None
+    #: the mirror was down longer than delete.retention.ms: reconcile as soon as it caught up
+    possible_missed_tombstones: bool = False
+
+
 class SnapshotStore:
     """Thread-safe map group id -> latest snapshot, plus mirror-wide status.
 
@@ -125,6 +142,7 @@ class SnapshotStore:
         self._summaries: dict[str, dict[str, Any]] = {}
         self.renderer = renderer
         self.readiness = Readiness()
+        self.status = MirrorStatus()
         self.last_batch = BatchStats()
         #: recent undecodable / unknown records with their partition and offset (newest last)
         self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
@@ -134,6 +152,10 @@ class SnapshotStore:
         self.tallies: dict[tuple[str, ...], int] = {}
         self.failure: str | None = None
         self.applied_batch_id = -1
+        #: quarantined groups (`streaming.pipeline.adapter`): group id -> why (exception, record)
+        self.quarantined: dict[str, dict[str, Any]] = {}
+        #: groups the coordinator no longer lists (reconciliation): group id -> reason
+        self.gone: dict[str, dict[str, Any]] = {}
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
     def apply(
@@ -145,6 +167,9 @@ class SnapshotStore:
         summary).  A summary is required with state bytes."""
         with self._lock:
             for group_id, snapshot, summary in snapshots:
+                # a fold that succeeded: the group left quarantine; a new record: it exists again
+                self.quarantined.pop(group_id, None)
+                self.gone.pop(group_id, None)
                 if snapshot is None:
                     self._groups.pop(group_id, None)
                     self._summaries.pop(group_id, None)
@@ -167,6 +192,27 @@ class SnapshotStore:
                 self._summaries[group_id] = summary
                 n += 1
         return n
+
+    def quarantine(self, infos: Iterable[dict[str, Any]]) -> None:
+        """Groups whose fold failed in this batch (they keep their last snapshot)."""
+        with self._lock:
+            for info in infos:
+                gid = str(info["group_id"])
+                first = self.quarantined.get(gid, {}).get("since_ms", info.get("at_ms"))
+                self.quarantined[gid] = {**info, "since_ms": first}
+
+    def mark_gone(self, group_id: str, reason: dict[str, Any]) -> bool:
+        """The coordinator no longer has a group the mirror holds: ``exists: false`` with the reason
+        until a record for it arrives.  False if the mirror does not hold it (any more)."""
+        with self._lock:
+            if group_id not in self._groups:
+                return False
+            self.gone[group_id] = reason
+            return True
+
+    def group_ids(self) -> set[str]:
+        with self._lock:
+            return set(self._groups)
 
     def add_errors(self, errors: Iterable[dict[str, Any]]) -> None:
         with self._lock:
@@ -198,9 +244,19 @@ class SnapshotStore:
     def group(self, group_id: str) -> Snapshot | None:
         with self._lock:
             found = self._groups.get(group_id)
+            quarantine = self.quarantined.get(group_id)
+            gone = self.gone.get(group_id)
         if isinstance(found, bytes):
-            return self._rendered({group_id: found})[group_id]
-        return found
+            found = self._rendered({group_id: found})[group_id]
+        if quarantine is None and gone is None:
+            return found
+        out: dict[str, Any] = dict(found) if found is not None else {"group_id": group_id, "exists": None}
+        if quarantine is not None:
+            out["quarantine"] = quarantine
+        if gone is not None:
+            out["exists"] = False
+            out["exists_reason"] = gone
+        return out
 
     def tallies_snapshot(self) -> dict[tuple[str, ...], int]:
         with self._lock:
@@ -208,7 +264,21 @@ class SnapshotStore:
 
     def summaries(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [self._summaries[g] for g in sorted(self._summaries)]
+            out = [self._summaries[g] for g in sorted(self._summaries)]
+            if self.quarantined or self.gone:
+                out = [self._flagged(s) for s in out]
+            return out
+
+    def _flagged(self, summary: dict[str, Any]) -> dict[str, Any]:
+        gid = summary.get("group_id")
+        if gid not in self.quarantined and gid not in self.gone:
+            return summary
+        out = dict(summary)
+        if gid in self.quarantined:
+            out["quarantined"] = True
+        if gid in self.gone:
+            out["exists"] = False
+        return out
 
     def snapshots(self) -> list[Snapshot]:
         """Every group's snapshot (rendering the ones that changed since they were last read)."""
