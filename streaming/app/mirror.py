@@ -362,6 +362,11 @@ class Mirror:
             return True, {"query": "restarting", "error": self.store.failure or "query stopped"}
         return True, {"query": "running", "query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
 
+    def query_running(self) -> bool:
+        """Whether the streaming query runs now (``coordinator_mirror_query_healthy``)."""
+        q = self.query
+        return q is not None and bool(q.isActive) and self.fatal is None
+
     # -- supervisor -------------------------------------------------------------------------------
     def _supervise(self) -> None:
         """Wait for the topic, restart a failed query from the checkpoint with backoff, check the

@@ -253,8 +253,12 @@ class MirrorMetrics:
         out["coordinator_mirror_start_time_seconds"] = [((c,), self.start_time)]
         out["coordinator_mirror_ready"] = [((c,), 1 if r.ready else 0)]
         health: Callable[[], tuple[bool, Any]] | None = getattr(m, "health", None)
+        running: Callable[[], bool] | None = getattr(m, "query_running", None)
         try:
-            healthy = bool(health()[0]) if health is not None else store.failure is None
+            if running is not None:
+                healthy = bool(running())
+            else:
+                healthy = bool(health()[0]) if health is not None else store.failure is None
         except Exception:  # the JVM side is gone: that is an unhealthy query, not a failed scrape
             healthy = False
         out["coordinator_mirror_query_healthy"] = [((c,), 1 if healthy else 0)]
