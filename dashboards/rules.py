@@ -104,6 +104,7 @@ def _appeared(name: str, window: str) -> str:
     after the exporter started (then ``increase()`` has no earlier sample to compare with)."""
     m = metric(name)
     start = metric("coordinator_mirror_start_time_seconds")
+    source_up = metric("coordinator_mirror_source_up")
     return (
         f"sum by (cluster_name) (increase({m}[{window}])) > 0\n"
         f"or\n"
@@ -140,6 +141,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
     behind = metric("coordinator_mirror_records_behind")
     healthy = metric("coordinator_mirror_query_healthy")
     start = metric("coordinator_mirror_start_time_seconds")
+    source_up = metric("coordinator_mirror_source_up")
     last_batch = metric("coordinator_mirror_last_batch_timestamp_seconds")
     restarts = metric("coordinator_mirror_query_restarts_total")
     quarantined = metric("coordinator_mirror_groups_quarantined")
@@ -272,6 +274,17 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             "The coordinator mirror is down",
             f"Prometheus cannot scrape the coordinator mirror ({{{{ $labels.instance }}}}, job {t.job}) for "
             f"{t.down_for}: the process is gone or not answering. Nothing watches the groups meanwhile.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorSourceUnavailable",
+            f"{source_up} == 0",
+            t.down_for,
+            "critical",
+            "The coordinator mirror cannot reach its Kafka cluster",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} gets no answer from the brokers for "
+            f"{t.down_for} (GET /ready says why). It keeps serving its last state and resumes from its "
+            "checkpoint when the cluster is back.",
             t,
         ),
         _rule(

@@ -65,7 +65,7 @@ CAUSES: Final[tuple[Cause, ...]] = (
         "unreachable",
         r"kafka\.common\.errors\.TimeoutException|Timed out waiting for a node assignment"
         r"|Timed out waiting to send the call|UnknownHostException|No resolvable bootstrap urls"
-        r"|ConnectException: Connection refused|_TRANSPORT|_ALL_BROKERS_DOWN|BrokerUnreachable",
+        r"|ConnectException: Connection refused|_TRANSPORT|_ALL_BROKERS_DOWN|_TIMED_OUT|BrokerUnreachable",
         EXIT_UNREACHABLE,
         "cannot reach the Kafka cluster at {bootstrap}: {detail}. Check bootstrap_servers, the network "
         "path and the listener the brokers advertise; the mirror retries nothing at start "

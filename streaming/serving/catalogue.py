@@ -283,20 +283,6 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="reconciliation",
     ),
     _m(
-        "coordinator_mirror_reconcile_rounds_total",
-        "counter",
-        "Reconciliation rounds (Admin ListGroups against the mirror), by outcome (ok, error).",
-        "outcome",
-        source="reconciliation",
-    ),
-    _m(
-        "coordinator_mirror_reconcile_last_timestamp_seconds",
-        "gauge",
-        "When the last complete reconciliation round finished (Unix time).",
-        unit="seconds",
-        source="reconciliation",
-    ),
-    _m(
         "coordinator_mirror_catchup_progress_ratio",
         "gauge",
         "Fraction of the start-time backlog of __consumer_offsets consumed (1 when ready).",

@@ -270,12 +270,6 @@ class MirrorMetrics:
             ((c, side), len(status.mismatches.get(side, ())))
             for side in ("missing_in_coordinator", "missing_in_mirror")
         ]
-        out["coordinator_mirror_reconcile_rounds_total"] = [
-            ((c, k), status.reconcile_rounds.get(k, 0)) for k in ("error", "ok")
-        ]
-        out["coordinator_mirror_reconcile_last_timestamp_seconds"] = (
-            [((c,), status.reconciled_at_ms / 1000)] if status.reconciled_at_ms else []
-        )
         out["coordinator_mirror_catchup_progress_ratio"] = [((c,), r.progress())]
         behind = r.behind()
         out["coordinator_mirror_partition_records_behind"] = [
