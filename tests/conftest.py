@@ -86,7 +86,7 @@ def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios
     from streaming.app.cli import main
 
     out = tmp_path_factory.mktemp("capture") / "consumer_offsets.jsonl"
-    assert main(["capture", "--bootstrap-server", kafka.bootstrap, "--out", str(out)]) == 0
+    assert main(["capture", "--bootstrap-servers", kafka.bootstrap, "--out", str(out)]) == 0
     return out
 
 

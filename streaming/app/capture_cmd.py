@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from streaming.app.run_cmd import kv_pair
+from streaming.cluster.client_config import ClientOptionError, librdkafka_config
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -87,31 +89,26 @@ def capture(
     bootstrap: str,
     out: str,
     *,
+    topic: str = OFFSETS_TOPIC,
     isolation_level: str = "read_committed",
     client_config: dict[str, str] | None = None,
     kafka_version: str | None = None,
     timeout_s: float = 60.0,
 ) -> int:
     header = CaptureHeader(
-        source=f"kafka://{bootstrap}/{OFFSETS_TOPIC}",
+        source=f"kafka://{bootstrap}/{topic}",
         kafka_version=kafka_version,
         isolation_level=isolation_level,
         captured_at_ms=int(time.time() * 1000),
     )
     records = iter_topic(
-        bootstrap, isolation_level=isolation_level, client_config=client_config, timeout_s=timeout_s
+        bootstrap,
+        topic=topic,
+        isolation_level=isolation_level,
+        client_config=client_config,
+        timeout_s=timeout_s,
     )
     return write_capture(out, header, records)
-
-
-def _parse_kv(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"--kafka-option expects KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
 
 
 def register(
@@ -125,8 +122,12 @@ def register(
         "capture file: partition, offset, timestamp, key and value bytes exactly (value null for "
         "tombstones).  The suffix picks the encoding: .jsonl, .jsonl.gz or .parquet.",
     )
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    # the same flag names and (Java-style) client option names as `run`
+    p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,HOST:PORT...]")
     p.add_argument("--out", required=True, metavar="FILE")
+    p.add_argument(
+        "--topic", default=OFFSETS_TOPIC, help=f"the coordinator's topic (default: {OFFSETS_TOPIC})"
+    )
     p.add_argument(
         "--isolation-level",
         choices=["read_committed", "read_uncommitted"],
@@ -135,23 +136,32 @@ def register(
         "coordinator does; read_uncommitted keeps them (for forensics).",
     )
     p.add_argument(
-        "--kafka-option",
+        "--kafka-options",
         action="append",
         default=[],
+        type=kv_pair,
         metavar="KEY=VALUE",
-        help="librdkafka client option, e.g. security.protocol=SASL_SSL (repeatable)",
+        help="Kafka client option, Java names as for `run` (security.protocol, sasl.jaas.config, "
+        "ssl.truststore.location with ssl.truststore.type=PEM, ...); librdkafka.<name> passes a "
+        "librdkafka option as it is (repeatable)",
     )
     p.add_argument("--timeout", type=float, default=60.0, help="seconds without progress before failing")
     handlers["capture"] = _run
 
 
 def _run(args: argparse.Namespace) -> int:
+    try:
+        client_config = librdkafka_config(dict(args.kafka_options))
+    except ClientOptionError as exc:
+        print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
+        return 2
     n = capture(
-        args.bootstrap_server,
+        args.bootstrap_servers,
         args.out,
+        topic=args.topic,
         isolation_level=args.isolation_level,
-        client_config=_parse_kv(args.kafka_option),
+        client_config=client_config,
         timeout_s=args.timeout,
     )
-    print(f"captured {n} records of {OFFSETS_TOPIC} to {args.out}", file=sys.stderr)
+    print(f"captured {n} records of {args.topic} to {args.out}", file=sys.stderr)
     return 0

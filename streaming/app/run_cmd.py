@@ -9,6 +9,7 @@ variables sit between the two.  Invalid settings exit with status 2 and name the
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -17,12 +18,13 @@ import time
 import types
 import typing
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from streaming.app.errors import EXIT_CONFIG, classify
 from streaming.app.mirror import Mirror
-from streaming.settings import Settings, SettingsError, load_settings
+from streaming.settings import CONFIG_ENV, ENV_PREFIX, Settings, SettingsError, load_settings
 
 log = logging.getLogger("coordinator_mirror")
 
@@ -31,7 +33,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _kv(text: str) -> tuple[str, str]:
+def kv_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -46,11 +48,27 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
+def _default_text(field: Any) -> str:
+    """A field's default as the settings file would spell it (JSON), for --help."""
+    value = field.get_default(call_default_factory=True)
+    try:
+        return json.dumps(value.value if isinstance(value, Enum) else value, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def setting_help(name: str, field: Any) -> str:
+    """The flag's help: the model's description, its default and its environment variable."""
+    text = f"{field.description or ''} [default: {_default_text(field)}; env {ENV_PREFIX}{name.upper()}]"
+    return text.replace("%", "%%")  # argparse formats help strings with %
+
+
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per settings field, typed from the model (defaults stay in the model)."""
-    parser.add_argument("--config", metavar="FILE", help="settings file (YAML or JSON)")
+    """One flag per settings field, typed from the model (defaults stay in the model; --help shows
+    each flag's default and environment variable)."""
+    parser.add_argument("--config", metavar="FILE", help=f"settings file (YAML or JSON) [env {CONFIG_ENV}]")
     for name, field in Settings.model_fields.items():
-        help_text = field.description or ""
+        help_text = setting_help(name, field)
         annotation = field.annotation
         args: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
         origin = typing.get_origin(annotation)
@@ -58,7 +76,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         if origin in (types.UnionType, typing.Union) and len(inner) == 1:
             annotation, origin = inner[0], typing.get_origin(inner[0])
         if origin is dict:
-            args.update(type=_kv, action="append", metavar="KEY=VALUE", help=help_text + " (repeatable)")
+            args.update(type=kv_pair, action="append", metavar="KEY=VALUE", help=help_text + " (repeatable)")
         elif origin is list:
             args.update(action="append", metavar="VALUE", help=help_text + " (repeatable)")
         elif origin is typing.Literal:

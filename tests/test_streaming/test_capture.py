@@ -86,7 +86,7 @@ def test_aborted_transaction_only_in_read_uncommitted_capture(
         main(
             [
                 "capture",
-                "--bootstrap-server",
+                "--bootstrap-servers",
                 kafka.bootstrap,
                 "--out",
                 str(raw),
@@ -97,15 +97,20 @@ def test_aborted_transaction_only_in_read_uncommitted_capture(
         == 0
     )
     aborted_records = _by_group(raw)[aborted]
-    assert {record_type(r.key) for r in aborted_records} == {1}
-    assert len(aborted_records) == len(scenarios["txn_abort"].facts["transactional_offsets"])
+    commits = [r for r in aborted_records if record_type(r.key) == 1]
+    assert len(commits) == len(scenarios["txn_abort"].facts["transactional_offsets"])
+    # The aborted commits leave an empty group without offsets; the coordinator deletes it at its
+    # next retention check (offsets.retention.check.interval.ms, 10 min) with a GroupMetadata
+    # tombstone -- a slow suite sees it.  Nothing else may be there.
+    others = [r for r in aborted_records if record_type(r.key) != 1]
+    assert all(record_type(r.key) == 2 and r.value is None for r in others), others
 
 
 def test_parquet_capture_equals_jsonl(tmp_path: Path, kafka: Any, capture_file: Path) -> None:
     from streaming.app.cli import main
 
     pq = tmp_path / "c.parquet"
-    assert main(["capture", "--bootstrap-server", kafka.bootstrap, "--out", str(pq)]) == 0
+    assert main(["capture", "--bootstrap-servers", kafka.bootstrap, "--out", str(pq)]) == 0
     jsonl = list(read_capture(capture_file))
     parquet = list(read_capture(pq))
     # the topic may have grown since the session capture (later tests); compare the common prefix

@@ -1,0 +1,155 @@
+"""librdkafka (confluent-kafka) configuration from the mirror's Java-style Kafka client options.
+
+The mirror takes one spelling of client options everywhere -- Java's (``security.protocol``,
+``sasl.jaas.config``, ``ssl.truststore.location``, ...), what Spark's Kafka source and every Kafka
+operator already know.  The driver's own reads (``capture``, the cluster room) run on librdkafka,
+which spells some of them differently and cannot read Java keystores.  This module translates, and
+refuses with the option's name what has no librdkafka equivalent -- never silently drops it.
+
+Escape hatch: an option spelled ``librdkafka.<name>`` is passed to librdkafka as ``<name>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+LIBRDKAFKA_PREFIX: Final = "librdkafka."
+
+#: Java option names librdkafka understands with the same meaning and value format
+SAME: Final = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.kerberos.service.name",
+        "ssl.key.password",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "retry.backoff.ms",
+        "socket.connection.setup.timeout.ms",
+        "connections.max.idle.ms",
+    }
+)
+
+#: Java options that only tune Java clients: accepted, nothing to translate
+JAVA_ONLY_IGNORED: Final = frozenset(
+    {
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "ssl.truststore.password",  # a PEM truststore has no password
+        "request.timeout.ms",
+        "default.api.timeout.ms",
+        "fetch.max.wait.ms",
+    }
+)
+
+_JAAS: Final = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>\w+)(?P<options>.*?);?\s*$", re.DOTALL)
+_JAAS_OPTION: Final = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
+_USER_PASSWORD_MODULES: Final = ("PlainLoginModule", "ScramLoginModule")
+
+
+class ClientOptionError(ValueError):
+    """A client option the driver's Kafka client cannot honour; the message names the option."""
+
+
+def _jaas(value: str) -> dict[str, str]:
+    """``sasl.jaas.config`` of a PLAIN or SCRAM login module -> sasl.username / sasl.password."""
+    m = _JAAS.match(value)
+    module = m.group("module") if m else ""
+    if not m or not module.endswith(_USER_PASSWORD_MODULES):
+        raise ClientOptionError(
+            "sasl.jaas.config: only PlainLoginModule and ScramLoginModule translate to librdkafka "
+            f"(got {module or 'an unreadable value'}); for OAUTHBEARER give the "
+            "librdkafka.sasl.oauthbearer.* options"
+        )
+    opts = {
+        o.group(1): o.group(2) if o.group(2) is not None else o.group(3)
+        for o in _JAAS_OPTION.finditer(m.group("options"))
+    }
+    missing = [k for k in ("username", "password") if k not in opts]
+    if missing:
+        raise ClientOptionError(f"sasl.jaas.config: {' and '.join(missing)} missing")
+    return {"sasl.username": opts["username"], "sasl.password": opts["password"].replace('\\"', '"')}
+
+
+def _truststore(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if "ssl.truststore.location" in options:
+        if options.get("ssl.truststore.type", "JKS").upper() != "PEM":
+            raise ClientOptionError(
+                "ssl.truststore.location: librdkafka reads PEM trust stores only; set "
+                "ssl.truststore.type=PEM and give a PEM file of CA certificates"
+            )
+        out["ssl.ca.location"] = options["ssl.truststore.location"]
+    if "ssl.truststore.certificates" in options:
+        out["ssl.ca.pem"] = options["ssl.truststore.certificates"]
+    return out
+
+
+def _keystore(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    kind = options.get("ssl.keystore.type", "JKS").upper()
+    if "ssl.keystore.location" in options:
+        location = options["ssl.keystore.location"]
+        if kind == "PKCS12":
+            out["ssl.keystore.location"] = location
+            if "ssl.keystore.password" in options:
+                out["ssl.keystore.password"] = options["ssl.keystore.password"]
+        elif kind == "PEM":  # one file with the private key and the certificate chain
+            out["ssl.certificate.location"] = location
+            out["ssl.key.location"] = location
+        else:
+            raise ClientOptionError(
+                f"ssl.keystore.location: librdkafka cannot read a {kind} key store; use "
+                "ssl.keystore.type=PKCS12 or PEM"
+            )
+    if "ssl.keystore.certificate.chain" in options:
+        out["ssl.certificate.pem"] = options["ssl.keystore.certificate.chain"]
+    if "ssl.keystore.key" in options:
+        out["ssl.key.pem"] = options["ssl.keystore.key"]
+    return out
+
+
+_HANDLED: Final = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+
+
+def librdkafka_config(options: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka configuration for the mirror's Java-style ``options`` (no bootstrap added)."""
+    out: dict[str, str] = {}
+    unknown = sorted(
+        k
+        for k in options
+        if not k.startswith(LIBRDKAFKA_PREFIX) and k not in SAME | JAVA_ONLY_IGNORED | _HANDLED
+    )
+    if unknown:
+        raise ClientOptionError(
+            f"{unknown[0]}: no librdkafka equivalent is known for this Kafka client option; "
+            f"spell it {LIBRDKAFKA_PREFIX}<name> to pass a librdkafka option as it is"
+        )
+    out.update({k: v for k, v in options.items() if k in SAME})
+    if "sasl.jaas.config" in options:
+        out.update(_jaas(options["sasl.jaas.config"]))
+    out.update(_truststore(options))
+    out.update(_keystore(options))
+    if "ssl.endpoint.identification.algorithm" in options:
+        algorithm = options["ssl.endpoint.identification.algorithm"].strip()
+        out["ssl.endpoint.identification.algorithm"] = algorithm.lower() if algorithm else "none"
+    out.update(
+        {k[len(LIBRDKAFKA_PREFIX) :]: v for k, v in options.items() if k.startswith(LIBRDKAFKA_PREFIX)}
+    )
+    return out
