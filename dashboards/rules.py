@@ -104,7 +104,6 @@ def _appeared(name: str, window: str) -> str:
     after the exporter started (then ``increase()`` has no earlier sample to compare with)."""
     m = metric(name)
     start = metric("coordinator_mirror_start_time_seconds")
-    source_up = metric("coordinator_mirror_source_up")
     return (
         f"sum by (cluster_name) (increase({m}[{window}])) > 0\n"
         f"or\n"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from state.events import ReconcileMismatch
 from streaming.app.errors import EXIT_CONFIG, EXIT_CONNECTOR, StartupError, classify, first_line
+from streaming.cluster.client_config import ClientOptionError
 from streaming.cluster.groups import ClusterClient
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
@@ -118,7 +119,10 @@ class Mirror:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
         if s.source == "kafka":
             assert s.bootstrap_servers
-            self.cluster = ClusterClient(s.bootstrap_servers, s.kafka_options)
+            try:
+                self.cluster = ClusterClient(s.bootstrap_servers, s.kafka_options)
+            except ClientOptionError as exc:
+                raise StartupError(f"kafka_options: {exc}", EXIT_CONFIG) from exc
             self._claim_checkpoint()
         self._ensure_output_topics()
         if not self._try_begin():

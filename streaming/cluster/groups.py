@@ -12,33 +12,17 @@ it: such a round is partial and must not count (`GroupListing.complete`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: Java client options (the mirror's ``kafka_options``) that librdkafka takes under the same name
-_SAME_NAME = frozenset(
-    {
-        "security.protocol",
-        "ssl.ca.location",
-        "ssl.certificate.location",
-        "ssl.key.location",
-        "ssl.key.password",
-        "ssl.endpoint.identification.algorithm",
-        "sasl.username",
-        "sasl.password",
-        "sasl.kerberos.service.name",
-        "client.dns.lookup",
-    }
-)
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+from streaming.cluster.client_config import librdkafka_config
 
 
-def librdkafka_config(bootstrap: str, options: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
-    """A librdkafka configuration from the Java-client ``kafka_options`` (the subset that maps:
-    protocol, SASL mechanism and PLAIN/SCRAM credentials from ``sasl.jaas.config``, PEM TLS files;
-    JKS truststores have no librdkafka equivalent)."""
+def driver_config(bootstrap: str, options: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
+    """The driver's librdkafka configuration: the mirror's Java-style ``kafka_options`` translated by
+    `librdkafka_config` (which refuses, naming the option, what librdkafka cannot honour), plus the
+    bootstrap servers, a client id and a connection timeout the options may override."""
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "client.id": "coordinator-mirror-driver",
@@ -46,14 +30,7 @@ def librdkafka_config(bootstrap: str, options: Mapping[str, str], timeout_s: flo
         "log_level": 0,
         "logger": _quiet,
     }
-    for key, value in options.items():
-        if key in _SAME_NAME:
-            conf[key] = value
-        elif key == "sasl.mechanism":
-            conf["sasl.mechanisms"] = value
-        elif key == "sasl.jaas.config":
-            for name, val in _JAAS_FIELD.findall(value):
-                conf.setdefault(f"sasl.{name}", val)
+    conf.update(librdkafka_config(options))
     return conf
 
 
@@ -80,7 +57,7 @@ class ClusterClient:
         from confluent_kafka.admin import AdminClient
 
         self.timeout_s = timeout_s
-        self._admin = AdminClient(librdkafka_config(bootstrap, options, timeout_s))
+        self._admin = AdminClient(driver_config(bootstrap, options, timeout_s))
 
     def cluster_id(self) -> str:
         """The cluster id (DescribeCluster); raises when the cluster does not answer in time."""
