@@ -194,7 +194,16 @@ def _fold_rows(
     """Fold the group's rows into its stored state; the output rows, and the state row updated
     (only when everything succeeded: any exception leaves the state store untouched)."""
     rows: list[tuple[Any, ...]] = []
-    group = codec.decode(stored[1]) if stored is not None and stored[1] else None
+    restarted = False
+    try:
+        group = codec.decode(stored[1]) if stored is not None and stored[1] else None
+    except codec.StateCodecError:
+        # unreadable state bytes (another codec version): only a group tombstone in these rows
+        # lets the fold start over from nothing -- see `_restart_after_tombstone`
+        cols = _restart_after_tombstone(cols)
+        if cols is None:
+            raise
+        group, stored, restarted = None, None, True
     # what the offsets feed compares against (only when a topic takes the feed)
     before_offsets = dict(group.offsets) if group is not None and emit_offsets else {}
     before_deadlines = all_deadlines(group, config) if group is not None and before_offsets else {}
@@ -225,9 +234,13 @@ def _fold_rows(
         rows.append((group_id, "offset", offset_key(group_id, *tp), None, None, None))
 
     if group is None:
-        if stored is not None:
+        if stored is not None or restarted:
             # the last summary, from the stored bytes (step changed the decoded group in place)
-            last = summary(codec.decode(stored[1]), config) if stored[1] else {"group_id": group_id}
+            last = (
+                summary(codec.decode(stored[1]), config)
+                if stored is not None and stored[1]
+                else {"group_id": group_id}
+            )
             gstate.remove()
             rows.append((group_id, "deleted", None, _dumps(last), None, None))
     else:
@@ -237,9 +250,40 @@ def _fold_rows(
         if deadline is not None:
             # Fires at the first trigger after the deadline (timeout < batch timestamp).
             gstate.setTimeoutDuration(max(1, deadline - now_ms))
-        if cols is not None or events or gstate.hasTimedOut or (stored is not None and stored[0] < 0):
+        if (
+            cols is not None
+            or events
+            or gstate.hasTimedOut
+            or restarted
+            or (stored is not None and stored[0] < 0)
+        ):
             rows.append((group_id, "snapshot", None, None, snap, blob))
     return rows
+
+
+#: record types whose tombstone removes a group object (GroupMetadata, consumer/share/streams groups)
+_GROUP_TOMBSTONE_TYPES: Final = frozenset({2, 3, 11, 17})
+
+
+def _restart_after_tombstone(cols: dict[str, list[Any]] | None) -> dict[str, list[Any]] | None:
+    """The rows after the last group tombstone, if any (``None``: no group tombstone).
+
+    A group whose stored state cannot be read stays quarantined until the coordinator deletes it:
+    DeleteGroups and group expiry write a tombstone for each of the group's offsets, then the group
+    tombstone, so nothing of the unreadable state outlives it and the fold restarts from nothing
+    with the rows that follow.  (A full GroupMetadata record is not enough here: it says nothing
+    about the offsets the unreadable state held.)"""
+    if cols is None:
+        return None
+    last = None
+    for i, (status, rt, tomb) in enumerate(
+        zip(cols["status"], cols["record_type"], cols["is_tombstone"], strict=True)
+    ):
+        if status == "ok" and tomb and rt in _GROUP_TOMBSTONE_TYPES:
+            last = i
+    if last is None:
+        return None
+    return {name: values[last + 1 :] for name, values in cols.items()}
 
 
 def _event_id(group_id: str, body: dict[str, Any]) -> str:
