@@ -38,6 +38,10 @@ def _quiet(*_args: Any) -> None:
     """librdkafka's log callback: the driver reports connection trouble itself, once."""
 
 
+class BrokerUnreachable(ConnectionError):
+    """No broker of the cluster answered in time (`streaming.app.errors` makes it exit code 3)."""
+
+
 @dataclass(frozen=True)
 class GroupListing:
     #: group id -> (type, state) as the coordinators report them ("classic", "Empty" ...)
@@ -60,9 +64,14 @@ class ClusterClient:
         self._admin = AdminClient(driver_config(bootstrap, options, timeout_s))
 
     def cluster_id(self) -> str:
-        """The cluster id (DescribeCluster); raises when the cluster does not answer in time."""
+        """The cluster id (DescribeCluster); `BrokerUnreachable` when no broker answers in time."""
         answer = self._admin.describe_cluster(request_timeout=self.timeout_s)
-        return str(answer.result(self.timeout_s).cluster_id)
+        try:
+            return str(answer.result(self.timeout_s + 1).cluster_id)
+        except TimeoutError as exc:  # the future itself timed out: not one broker answered
+            raise BrokerUnreachable(
+                f"no broker answered DescribeCluster within {self.timeout_s:.0f}s"
+            ) from exc
 
     def topic_partitions(self, topic: str) -> int | None:
         """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet)."""
