@@ -88,21 +88,35 @@ def _group(base: str, gid: str) -> tuple[int, Any]:
 
 
 def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
+    """Commit through the Admin API, retried until every partition is accepted: right after the
+    coordinator created `__consumer_offsets` (a new cluster) a partition may still be loading, and
+    librdkafka reports that per partition, not as a failed future."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
-    for fut in admin.alter_consumer_group_offsets([req]).values():
-        fut.result(60)
+    deadline = time.monotonic() + 180
+    while True:
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
+        errors: list[Any] = []
+        try:
+            # generous timeouts: the test machine may be loaded far beyond its cores
+            for fut in admin.alter_consumer_group_offsets([req], request_timeout=120).values():
+                errors = [tp.error for tp in fut.result(150).topic_partitions if tp.error is not None]
+        except Exception as exc:  # e.g. COORDINATOR_LOAD_IN_PROGRESS for the whole request
+            errors = [exc]
+        if not errors:
+            return
+        assert time.monotonic() < deadline, f"commit of {group} not accepted: {errors}"
+        time.sleep(1.0)
 
 
 def _create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for fut in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
-        fut.result(60)
+    for fut in admin.create_topics([NewTopic(TOPIC, 2, 1)], request_timeout=120).values():
+        fut.result(150)
 
 
 def _produce_internal(bootstrap: str, records: list[tuple[bytes, bytes | None]]) -> None:
