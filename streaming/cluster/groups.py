@@ -38,7 +38,7 @@ def _quiet(*_args: Any) -> None:
     """librdkafka's log callback: the driver reports connection trouble itself, once."""
 
 
-class BrokerUnreachable(ConnectionError):
+class BrokerUnreachableError(ConnectionError):
     """No broker of the cluster answered in time (`streaming.app.errors` makes it exit code 3)."""
 
 
@@ -64,12 +64,12 @@ class ClusterClient:
         self._admin = AdminClient(driver_config(bootstrap, options, timeout_s))
 
     def cluster_id(self) -> str:
-        """The cluster id (DescribeCluster); `BrokerUnreachable` when no broker answers in time."""
+        """The cluster id (DescribeCluster); `BrokerUnreachableError` when no broker answers in time."""
         answer = self._admin.describe_cluster(request_timeout=self.timeout_s)
         try:
             return str(answer.result(self.timeout_s + 1).cluster_id)
         except TimeoutError as exc:  # the future itself timed out: not one broker answered
-            raise BrokerUnreachable(
+            raise BrokerUnreachableError(
                 f"no broker answered DescribeCluster within {self.timeout_s:.0f}s"
             ) from exc
 
