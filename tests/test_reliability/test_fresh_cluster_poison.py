@@ -45,7 +45,10 @@ from tests.test_streaming.test_prepare import _s, commit_key, commit_value, grou
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 TOPIC = "fresh-t"
+#: on __consumer_offsets partitions 3, 2, 1, 0 (Java's String.hashCode modulo 5)
 GOOD = [f"good-{i}" for i in range(4)]
+#: where the test's own records go: no real group of the test lives there
+POISON_PARTITION = 4
 
 
 @pytest.fixture(scope="module")
@@ -120,13 +123,26 @@ def _create_topic(bootstrap: str) -> None:
 
 
 def _produce_internal(bootstrap: str, records: list[tuple[bytes, bytes | None]]) -> None:
-    """Write raw records into `__consumer_offsets` partition 0 as the broker's own admin client."""
+    """Write raw records into `__consumer_offsets` partition `POISON_PARTITION` as the broker's own
+    admin client.
+
+    Kafka 4.3.1's coordinator runtime does not expect records it did not write: it logs "the state
+    machine of the coordinator is out of sync with the underlying log", reloads the partition, and
+    a record it cannot deserialize fails that load -- the partition then has no coordinator
+    (NOT_COORDINATOR) until the record is gone.  So the poison goes to a partition none of the
+    test's real groups live on."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": "__admin_client", "log_level": 0})
     errors: list[Any] = []
     for key, value in records:
-        p.produce("__consumer_offsets", key=key, value=value, partition=0, on_delivery=_collect(errors))
+        p.produce(
+            "__consumer_offsets",
+            key=key,
+            value=value,
+            partition=POISON_PARTITION,
+            on_delivery=_collect(errors),
+        )
     assert p.flush(300) == 0
     assert not errors, errors
 
@@ -261,7 +277,7 @@ def test_fresh_cluster_poison_records_and_reconciliation(
         status, q = _group(base, "poison-leader")
         info = q["quarantine"]
         assert info["error_type"] == "InvariantError" and "m-x" in info["message"]
-        assert info["record_type"] == 2 and info["source_partition"] == 0
+        assert info["record_type"] == 2 and info["source_partition"] == POISON_PARTITION
         assert q["offsets"] == good_leader["offsets"] and q.get("leader") == good_leader.get("leader")
         m1 = _metrics(base)
         assert metric(m1, "coordinator_mirror_groups_quarantined") == 1
