@@ -289,7 +289,9 @@ def test_fresh_cluster_poison_records_and_reconciliation(
             for status in ("error", "unknown")
         }
         assert skipped == {"error": len(truncated) + len(crossed), "unknown": len(unknown)}, skipped
-        listed = [e for e in get(f"{base}/errors")[1]["errors"] if e.get("partition") == POISON_PARTITION]
+        listed = [
+            e for e in get(f"{base}/errors")[1]["errors"] if e.get("source_partition") == POISON_PARTITION
+        ]
         assert len(listed) >= len(truncated) + len(crossed) + len(unknown), listed[:3]
         assert set(mirror.store.quarantined) == {"poison-leader"}  # decode errors quarantine nobody
         for i, gid in enumerate(GOOD):
