@@ -353,8 +353,18 @@ def test_fresh_cluster_poison_records_and_reconciliation(
     for gid, snap in ref.items():
         if gid in written_only:  # marked gone by the reconciliation: the rest is the same
             assert live[gid]["exists"] is False
-            mine = {k: v for k, v in live[gid].items() if k not in ("exists", "exists_reason")}
-            assert mine == {k: v for k, v in snap.items() if k != "exists"}, gid
+            # the quarantined group's counters differ by the one record the live run rejected (the
+            # uninterrupted run folds the bad and the repairing record in one batch, and the
+            # invariant holds at the end of it); its members, leader and offsets are the same
+            drop = (
+                ("exists", "exists_reason", "counters")
+                if gid == "poison-leader"
+                else ("exists", "exists_reason")
+            )
+            mine = {k: v for k, v in live[gid].items() if k not in drop}
+            assert mine == {k: v for k, v in snap.items() if k not in drop}, gid
+            if gid == "poison-leader":
+                assert live[gid]["counters"]["records"] == snap["counters"]["records"] - 1
         else:
             assert live[gid] == snap, gid
     print(f"whole test {time.monotonic() - started:.0f}s")
