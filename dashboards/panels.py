@@ -689,6 +689,18 @@ def health() -> dict[str, Any]:
             sort_by="records",
             desc=True,
         ),
+        timeseries(
+            "Group fold failures by exception",
+            [
+                target(
+                    f"sum by (cluster_name, exception) (increase({sel(f'{m}fold_failures_total')}[{RI}]))",
+                    "{{exception}} {{cluster_name}}",
+                )
+            ],
+            "Group folds that failed; each quarantines its group with its last good state "
+            "(GET /groups/{id} shows the quarantine object).",
+            bars=True,
+        ),
         row("Position in __consumer_offsets"),
         timeseries(
             "Records behind per partition",

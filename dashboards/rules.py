@@ -60,8 +60,19 @@ class Thresholds:
     #: ConsumerStopped / ConsumerStalled: a partition in Burrow's STOP / STALL status, sustained
     stopped_for: str = "5m"
     stalled_for: str = "5m"
-    #: QueryFailed: the streaming query stopped
+    #: QueryFailed: the streaming query is not running (failed and restarting, or waiting)
     query_failed_for: str = "2m"
+    #: Down: the scrape job of the mirror (``up == 0``), and how long
+    job: str = "coordinator-mirror"
+    down_for: str = "2m"
+    #: Absent: no series of the mirror at all for this long (never deployed, or the target vanished)
+    absent_for: str = "10m"
+    #: NoBatches: no micro-batch finished for this many seconds (default: 60 triggers of 5 s)
+    no_batch_seconds: float = 300.0
+    no_batch_for: str = "2m"
+    #: RestartLoop: more than N process starts or query restarts within the window
+    restart_window: str = "30m"
+    restarts: float = 2.0
     #: extra labels on every alert (e.g. team, or a different severity policy)
     extra_labels: dict[str, str] = field(default_factory=dict)
 
@@ -133,6 +144,12 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
     ready = metric("coordinator_mirror_ready")
     behind = metric("coordinator_mirror_records_behind")
     healthy = metric("coordinator_mirror_query_healthy")
+    start = metric("coordinator_mirror_start_time_seconds")
+    source_up = metric("coordinator_mirror_source_up")
+    last_batch = metric("coordinator_mirror_last_batch_timestamp_seconds")
+    restarts = metric("coordinator_mirror_query_restarts_total")
+    quarantined = metric("coordinator_mirror_groups_quarantined")
+    mismatches = metric("coordinator_mirror_reconcile_mismatches")
     groups = [
         _rule(
             "KafkaConsumerGroupRebalanceStorm",
@@ -295,7 +312,82 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             "critical",
             "The coordinator mirror's streaming query stopped",
             "The streaming query of the mirror of cluster {{ $labels.cluster_name }} is not running "
-            "(GET /healthz has the error). Group state and metrics are frozen until it restarts.",
+            "(GET /healthz has the error; the mirror restarts it from the checkpoint with backoff). "
+            "Group state and metrics are frozen until it runs again.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorDown",
+            f'up{{job="{t.job}"}} == 0',
+            t.down_for,
+            "critical",
+            "The coordinator mirror is down",
+            f"Prometheus cannot scrape the coordinator mirror ({{{{ $labels.instance }}}}, job {t.job}) for "
+            f"{t.down_for}: the process is gone or not answering. Nothing watches the groups meanwhile.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorSourceUnavailable",
+            f"{source_up} == 0",
+            t.down_for,
+            "critical",
+            "The coordinator mirror cannot reach its Kafka cluster",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} gets no answer from the brokers for "
+            f"{t.down_for} (GET /ready says why). It keeps serving its last state and resumes from its "
+            "checkpoint when the cluster is back.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorAbsent",
+            f"absent({start})",
+            t.absent_for,
+            "critical",
+            "No coordinator mirror reports to Prometheus",
+            f"No series of the coordinator mirror for {t.absent_for}: it is not running, or Prometheus "
+            "no longer discovers it.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorNoBatches",
+            f"time() - {last_batch} > {_num(t.no_batch_seconds)}",
+            t.no_batch_for,
+            "critical",
+            "The coordinator mirror completes no micro-batches",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} finished no micro-batch for more than "
+            f"{_num(t.no_batch_seconds)} s although it runs a batch every trigger: it is stuck (source "
+            "unavailable? see coordinator_mirror_source_up and GET /ready).",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorRestartLoop",
+            f"changes({start}[{t.restart_window}]) > {_num(t.restarts)}\n"
+            f"or increase({restarts}[{t.restart_window}]) > {_num(t.restarts)}",
+            "0m",
+            "warning",
+            "The coordinator mirror keeps restarting",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} (re)started its process or its query more "
+            f"than {_num(t.restarts)} times in {t.restart_window}: a crash loop. Its log says why.",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorGroupsQuarantined",
+            f"{quarantined} > 0",
+            "0m",
+            "warning",
+            "The coordinator mirror quarantined groups",
+            "{{ $value }} group(s) of cluster {{ $labels.cluster_name }} failed to fold and keep their last "
+            "good state (GET /groups/{id} has a quarantine object: exception, record partition/offset).",
+            t,
+        ),
+        _rule(
+            "CoordinatorMirrorReconcileMismatch",
+            f"sum by (cluster_name) ({mismatches}) > 0",
+            "0m",
+            "warning",
+            "The coordinator mirror disagrees with the coordinators' group list",
+            "{{ $value }} group(s) of cluster {{ $labels.cluster_name }} are missing on one side of the "
+            "reconciliation (Admin ListGroups) two rounds in a row; groups the coordinator no longer has "
+            "show exists: false.",
             t,
         ),
     ]

@@ -321,7 +321,9 @@ class LocalKafka:
         if out.returncode != 0:
             raise BrokerStartError(f"formatting KRaft storage failed:\n{out.stdout}\n{out.stderr}")
 
-    def start(self, timeout_s: float = 90.0) -> LocalKafka:
+    def start(self, timeout_s: float = 90.0, *, offsets_topic: bool = True) -> LocalKafka:
+        """Format fresh storage and start.  ``offsets_topic=False`` leaves the cluster as a brand-new
+        one is: no `__consumer_offsets` until the first group request."""
         if self.process is not None:
             return self
         last_error = ""
@@ -336,18 +338,9 @@ class LocalKafka:
                 shutil.rmtree(self.data_dir)
             server, log4j = self._write_configs()
             self._format(server, log4j)
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(
-                    self._java("kafka.Kafka", str(server), log4j=log4j, heap=self.settings.heap),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=_set_pdeathsig,  # noqa: PLW1509 - only async-signal-safe prctl
-                )
-            _LIVE.add(self)
+            self._launch(server, log4j)
             try:
-                self._wait_ready(timeout_s)
+                self._wait_ready(timeout_s, offsets_topic=offsets_topic)
                 return self
             except BrokerStartError as exc:
                 last_error = str(exc)
@@ -356,6 +349,33 @@ class LocalKafka:
                     break
         raise BrokerStartError(last_error)
 
+    def _launch(self, server: Path, log4j: Path) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self._java("kafka.Kafka", str(server), log4j=log4j, heap=self.settings.heap),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_set_pdeathsig,  # noqa: PLW1509 - only async-signal-safe prctl
+            )
+        _LIVE.add(self)
+
+    def restart(self, timeout_s: float = 90.0) -> LocalKafka:
+        """Start a stopped broker again on the same data directory and ports (a broker outage
+        that ends: the log, the cluster id and the bootstrap address are kept)."""
+        if self.process is not None:
+            return self
+        if not self.port or not self.data_dir.exists():
+            raise RuntimeError("restart() needs a broker that was started and stopped before")
+        self._launch(self.workdir / "server.properties", self.workdir / "log4j2.properties")
+        try:
+            self._wait_ready(timeout_s, offsets_topic=False)
+        except BrokerStartError:
+            self.kill()
+            raise
+        return self
+
     def _log_tail(self, lines: int = 40) -> str:
         text = ""
         for path in (self.log_path, self.workdir / "server.log"):
@@ -363,8 +383,9 @@ class LocalKafka:
                 text += "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
         return text
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        """Wait until the broker serves metadata and `__consumer_offsets` exists with leaders."""
+    def _wait_ready(self, timeout_s: float, *, offsets_topic: bool = True) -> None:
+        """Wait until the broker serves metadata and (``offsets_topic``) `__consumer_offsets`
+        exists with leaders."""
         deadline = time.monotonic() + timeout_s
         admin = _admin(self.bootstrap)
         while True:
@@ -381,7 +402,8 @@ class LocalKafka:
             if time.monotonic() > deadline:
                 raise BrokerStartError(f"broker not serving metadata after {timeout_s}s:\n{self._log_tail()}")
             time.sleep(0.2)
-        self.ensure_offsets_topic(admin, max(5.0, deadline - time.monotonic()))
+        if offsets_topic:
+            self.ensure_offsets_topic(admin, max(5.0, deadline - time.monotonic()))
 
     def ensure_offsets_topic(self, admin: Any = None, timeout_s: float = 60.0) -> None:
         """Make the coordinator create `__consumer_offsets` (it does so on the first FindCoordinator)."""

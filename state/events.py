@@ -196,6 +196,38 @@ class ExpiryDisagreement(Event):
     TYPE: ClassVar[str] = "expiry_disagreement"
 
 
+@dataclass(frozen=True, slots=True)
+class GroupQuarantined(Event):
+    """The group's fold failed (the streaming adapter caught it at the group boundary): the group
+    keeps its last good state; the source fields are the record being applied (if one failed)."""
+
+    error_type: str = ""
+    message: str = ""
+    record_type: int | None = None
+    TYPE: ClassVar[str] = "group_quarantined"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecovered(Event):
+    """A quarantined group's fold succeeded again (source: the last record of that fold)."""
+
+    at_ms: int | None = None
+    TYPE: ClassVar[str] = "group_recovered"
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileMismatch(Event):
+    """The mirror's group list and the coordinators' (Admin ListGroups) disagreed for two rounds.
+
+    side: "missing_in_coordinator" (the mirror holds a group the coordinator no longer has -- e.g. a
+    tombstone compacted away while the mirror was down; it becomes ``exists: false``) or
+    "missing_in_mirror" (the coordinator lists a group the mirror does not hold)."""
+
+    side: str = ""
+    at_ms: int | None = None
+    TYPE: ClassVar[str] = "reconcile_mismatch"
+
+
 EVENT_TYPES: Final[dict[str, type[Event]]] = {
     cls.TYPE: cls
     for cls in (
@@ -214,6 +246,9 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         OffsetsDeleted,
         OffsetsExpired,
         ExpiryDisagreement,
+        GroupQuarantined,
+        GroupRecovered,
+        ReconcileMismatch,
     )
 }
 

@@ -218,6 +218,33 @@ class Settings(BaseSettings):
         description="a commit closer than this to the previous one replaces it (Burrow's min-distance)",
     )
 
+    topic_wait_interval_s: float = Field(
+        10.0,
+        gt=0,
+        description="how often to look again for `__consumer_offsets` (and its partitions) while a "
+        "brand-new cluster has none yet",
+    )
+    query_restart_backoff_s: float = Field(
+        5.0,
+        gt=0,
+        description="first delay before the failed streaming query is restarted from the checkpoint "
+        "(doubles per consecutive failure, up to query_restart_backoff_max_s)",
+    )
+    query_restart_backoff_max_s: float = Field(
+        120.0, gt=0, description="longest delay between two restarts of a failing streaming query"
+    )
+    reconcile_interval_s: float = Field(
+        300.0,
+        ge=0,
+        description="how often to compare the mirrored group list with the coordinators' (Admin "
+        "ListGroups); 0 switches the reconciliation off",
+    )
+    source_check_interval_s: float = Field(
+        10.0,
+        gt=0,
+        description="how often the driver checks that the cluster answers (source_up metric, /ready "
+        "while the query is down)",
+    )
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")

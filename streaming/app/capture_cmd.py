@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from streaming.app.errors import StartupError, classify_security, classify_text
 from streaming.app.run_cmd import kv_pair
-from streaming.app.security_errors import StartupError, classify_security, classify_text
 from streaming.cluster.client_config import ClientOptionError, librdkafka_config
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 from streaming.settings import SettingsError, is_secret, load_settings

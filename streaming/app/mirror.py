@@ -28,13 +28,31 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from state import codec
+from state.events import ReconcileMismatch
 from state.model import Group
+from streaming.app.errors import (
+    EXIT_AUTHENTICATION,
+    EXIT_AUTHORIZATION,
+    EXIT_CONFIG,
+    EXIT_CONNECTOR,
+    EXIT_TLS,
+    StartupError,
+    classify,
+    first_line,
+    scrub,
+)
 from streaming.cluster.client_config import ClientOptionError, librdkafka_config
+from streaming.cluster.groups import ClusterClient
 from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
-from streaming.pipeline.recovery import recover_snapshots
+from streaming.pipeline.recovery import (
+    CHECKPOINT_META_FORMAT,
+    read_checkpoint_meta,
+    recover_snapshots,
+    write_checkpoint_meta,
+)
 from streaming.pipeline.session import build_session
 from streaming.pipeline.sinks import MirrorSink
 from streaming.pipeline.source import read_source
@@ -52,6 +70,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("coordinator_mirror")
+
+#: query failures no restart fixes: settings, connector jars, credentials, certificates, ACLs
+_FATAL = frozenset({EXIT_CONFIG, EXIT_CONNECTOR, EXIT_AUTHENTICATION, EXIT_TLS, EXIT_AUTHORIZATION})
 
 QUERY_NAME = "coordinator_mirror"
 
@@ -112,9 +133,20 @@ class Mirror:
         self._offsets_thread: threading.Thread | None = None
         #: groups changed since the offsets thread's last round (`_on_batch_lag`)
         self._lag_pending: dict[str, bytes | None] = {}
+        self.cluster: ClusterClient | None = None
+        self._supervisor: threading.Thread | None = None
+        self._meta: dict[str, Any] = {}
+        self._meta_written = 0.0
+        #: the reconciliation's previous round: side -> group ids (a mismatch must persist a round)
+        self._suspects: dict[str, set[str]] = {}
+        #: the last query failure that `serve` should end the process for (config-type causes)
+        self.fatal: StartupError | None = None
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
+        """Session, checkpoint ownership, then -- when `__consumer_offsets` exists -- readiness
+        targets, state recovery and the query; HTTP and the supervisor (restarts, checks,
+        reconciliation) either way.  Raises `StartupError` for what a user must fix."""
         s = self.settings
         self.offset_reader = self._offset_reader()  # a bad client option stops here, before Spark
         if self.spark is None:
@@ -128,15 +160,28 @@ class Mirror:
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
-        self._init_readiness()
+        if s.source == "kafka":
+            assert s.bootstrap_servers
+            try:
+                self.cluster = ClusterClient(s.bootstrap_servers, s.kafka_options)
+            except ClientOptionError as exc:
+                raise StartupError(f"kafka_options: {exc}", EXIT_CONFIG) from exc
+            self._claim_checkpoint()
         self._ensure_output_topics()
-        self.recovered_groups = self._recover_store()
-        self.query = self._start_query()
+        if not self._try_begin():
+            log.info(
+                "%s does not exist yet (a new cluster where no group has committed): waiting for it, "
+                "checking every %.0fs; /ready answers 503 meanwhile",
+                s.topic,
+                s.topic_wait_interval_s,
+            )
         self._start_lag()
         self._progress_thread = threading.Thread(
             target=self._poll_progress, name="mirror-progress", daemon=True
         )
         self._progress_thread.start()
+        self._supervisor = threading.Thread(target=self._supervise, name="mirror-supervisor", daemon=True)
+        self._supervisor.start()
         if self.serve_http:
             self.http = MirrorHTTPServer(
                 (s.http_host, s.http_port),
@@ -154,6 +199,73 @@ class Mirror:
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
+
+    def _claim_checkpoint(self) -> None:
+        """Refuse another cluster's checkpoint (or a newer format); record ours in
+        ``<checkpoint>/mirror.json``; warn when the mirror was down longer than the topic's
+        ``delete.retention.ms`` (tombstones of groups deleted meanwhile may be compacted away: the
+        first reconciliation round runs right after the catch-up)."""
+        assert self.spark is not None and self.cluster is not None
+        s = self.settings
+        cluster_id = self.cluster.cluster_id()
+        meta = read_checkpoint_meta(self.spark, s.checkpoint_location)
+        if meta is not None:
+            if int(meta.get("format", 0)) > CHECKPOINT_META_FORMAT:
+                raise StartupError(
+                    f"the checkpoint at {s.checkpoint_location} was written by a newer mirror (format "
+                    f"{meta.get('format')}, this one reads up to {CHECKPOINT_META_FORMAT}): run that "
+                    "version, or point checkpoint_location at a new directory (the mirror then "
+                    "rebuilds from the topic).",
+                    EXIT_CONFIG,
+                )
+            if meta.get("cluster_id") and meta["cluster_id"] != cluster_id:
+                raise StartupError(
+                    f"the checkpoint at {s.checkpoint_location} belongs to Kafka cluster "
+                    f"{meta['cluster_id']}, but {s.bootstrap_servers} is cluster {cluster_id}: point "
+                    "checkpoint_location at this cluster's checkpoint (or a new directory), or fix "
+                    "bootstrap_servers.",
+                    EXIT_CONFIG,
+                )
+            last = meta.get("last_batch_ms")
+            retention = self.cluster.delete_retention_ms(s.topic)
+            if last and retention is not None and time.time() * 1000 - int(last) > retention:
+                self.store.status.possible_missed_tombstones = True
+                log.warning(
+                    "the mirror was down %.1f h, longer than %s's delete.retention.ms (%.1f h): "
+                    "tombstones of groups deleted meanwhile may be gone; reconciling with the "
+                    "coordinators after the catch-up",
+                    (time.time() * 1000 - int(last)) / 3_600_000,
+                    s.topic,
+                    retention / 3_600_000,
+                )
+        self._meta = {
+            "format": CHECKPOINT_META_FORMAT,
+            "cluster_id": cluster_id,
+            "last_batch_ms": (meta or {}).get("last_batch_ms"),
+        }
+        write_checkpoint_meta(self.spark, s.checkpoint_location, self._meta)
+        self._meta_written = time.monotonic()
+
+    def _try_begin(self) -> bool:
+        """Readiness targets, recovery and the query -- if the topic and its partitions are known
+        (False: not yet; the supervisor tries again)."""
+        s = self.settings
+        if s.source == "kafka":
+            assert self.cluster is not None
+            if self.cluster.topic_partitions(s.topic) is None:
+                self.store.status.waiting_reason = f"waiting for {s.topic}"
+                return False
+        try:
+            self._init_readiness()
+        except Exception as exc:  # the topic vanished or lost its leaders between the two calls
+            if "UnknownTopicOrPartition" in str(exc) or "LeaderNotAvailable" in str(exc):
+                self.store.status.waiting_reason = f"waiting for {s.topic}"
+                return False
+            raise
+        self.recovered_groups = self._recover_store()
+        self.query = self._start_query()
+        self.store.status.waiting_reason = None
+        return True
 
     def _init_readiness(self) -> None:
         s = self.settings
@@ -201,9 +313,15 @@ class Mirror:
         rows = recover_snapshots(self.spark, self.settings, self.offset_config)
         if rows is None:
             return 0
-        recovered = list(rows)
+        found = list(rows)
+        recovered = [(gid, blob, summ) for gid, blob, summ, _q in found if blob is not None and summ]
         n = self.store.load(recovered)
         self._lag_apply((gid, blob) for gid, blob, _ in recovered)
+        self.store.quarantine(
+            {"group_id": gid, "error_type": "unknown", "message": q, "phase": "recovery"}
+            for gid, _b, _s, q in found
+            if q is not None
+        )
         log.info("recovered %d groups from the checkpoint in %.1fs", n, time.monotonic() - started)
         return n
 
@@ -230,6 +348,7 @@ class Mirror:
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
         sink = self.sink = MirrorSink(s, self.store, self.spark)
+        sink.on_batch.append(self._on_batch_lag)  # groups changed: to the lag tracker
         query = (
             out.writeStream.queryName(QUERY_NAME)
             .outputMode("update")
@@ -243,9 +362,8 @@ class Mirror:
 
     # -- lag ----------------------------------------------------------------------------------------
     def _start_lag(self) -> None:
-        assert self.sink is not None
-        self.sink.on_batch.append(self._on_batch_lag)
-        if self.offset_reader is None:
+        """The offsets thread (once; the sink of every query the supervisor starts feeds it)."""
+        if self.offset_reader is None or self._offsets_thread is not None:
             return
         self._offsets_thread = threading.Thread(target=self._poll_offsets, name="mirror-offsets", daemon=True)
         self._offsets_thread.start()
@@ -349,10 +467,7 @@ class Mirror:
                 continue
             try:
                 if not q.isActive:
-                    exc = q.exception()
-                    if exc is not None:
-                        self.store.failure = str(exc)
-                    return
+                    continue  # the supervisor restarts it
                 last = q.lastProgress
                 if last is None or int(last.batchId) <= seen:
                     continue
@@ -397,15 +512,187 @@ class Mirror:
 
     # -- status -----------------------------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, Any]]:
+        """Liveness: healthy while the supervisor runs -- also while the query is waiting for the
+        topic or being restarted after a failure (the detail says which); unhealthy once the mirror
+        gave up (a failure no restart can fix) or stopped."""
         q = self.query
-        if self.store.failure:
-            return False, {"error": self.store.failure}
+        status = self.store.status
+        if self.fatal is not None:
+            return False, {"error": self.fatal.message}
+        if self._stopped.is_set():
+            return False, {"error": "stopped"}
         if q is None:
+            if status.waiting_reason:
+                return True, {"query": "waiting", "reason": status.waiting_reason}
             return False, {"error": "query not started"}
         if not q.isActive:
-            exc = q.exception()
-            return False, {"error": str(exc) if exc else "query stopped"}
-        return True, {"query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
+            return True, {"query": "restarting", "error": self.store.failure or "query stopped"}
+        return True, {"query": "running", "query_id": str(q.id), "last_batch": self.store.last_batch.batch_id}
+
+    def query_running(self) -> bool:
+        """Whether the streaming query runs now (``coordinator_mirror_query_healthy``)."""
+        q = self.query
+        return q is not None and bool(q.isActive) and self.fatal is None
+
+    # -- supervisor -------------------------------------------------------------------------------
+    def _supervise(self) -> None:
+        """Wait for the topic, restart a failed query from the checkpoint with backoff, check the
+        source, keep the checkpoint's mirror.json current, reconcile with the coordinators."""
+        s = self.settings
+        failures = 0
+        next_topic_check = next_source_check = 0.0
+        next_reconcile = time.monotonic() + (s.reconcile_interval_s or 0)
+        restart_at: float | None = None
+        while not self._stopped.wait(0.25):
+            now = time.monotonic()
+            try:
+                if s.source == "kafka" and now >= next_source_check:
+                    next_source_check = now + s.source_check_interval_s
+                    self._check_source()
+                if self.query is None:
+                    if now >= next_topic_check:
+                        next_topic_check = now + s.topic_wait_interval_s
+                        if self.store.status.source_up and self._try_begin():
+                            log.info("%s appeared: mirroring starts", s.topic)
+                    continue
+                if not self.query.isActive:
+                    if restart_at is None:
+                        failures += 1
+                        restart_at = self._on_query_failure(failures)
+                        if restart_at is None:
+                            return
+                    if now >= restart_at and self.store.status.source_up:
+                        restart_at = None
+                        self.query = self._start_query()
+                        self.store.status.query_restarts += 1
+                        self.store.failure = None
+                        log.info("query restarted from the checkpoint (restart %d)", failures)
+                    continue
+                if self.store.last_batch.batch_id >= 0 and restart_at is None:
+                    failures = 0 if self.store.readiness.ready else failures
+                self._keep_meta()
+                if s.source == "kafka" and s.reconcile_interval_s and self.store.readiness.ready:
+                    due = now >= next_reconcile or self.store.status.possible_missed_tombstones
+                    if due:
+                        next_reconcile = now + s.reconcile_interval_s
+                        self.store.status.possible_missed_tombstones = False
+                        self.reconcile_round()
+            except Exception:  # the supervisor must outlive anything it supervises
+                if self._stopped.is_set():
+                    return
+                log.exception("supervisor step failed")
+
+    def _on_query_failure(self, failures: int) -> float | None:
+        """Record a failed query; the monotonic time to restart it at, or None to give up (a cause
+        a restart cannot fix: the process then exits with the cause's code)."""
+        assert self.query is not None
+        s = self.settings
+        exc = self.query.exception()
+        text = str(exc) if exc is not None else "query stopped"
+        secrets = s.secret_values()
+        self.store.failure = scrub(first_line(text), secrets)
+        cause = classify(RuntimeError(text), bootstrap=s.bootstrap_servers, secrets=secrets)
+        if cause.exit_code in (
+            EXIT_CONFIG,
+            EXIT_CONNECTOR,
+            EXIT_AUTHENTICATION,
+            EXIT_TLS,
+            EXIT_AUTHORIZATION,
+        ):
+            log.error("the mirror's query failed and a restart cannot fix it: %s", cause.message)
+            self.fatal = cause
+            return None
+        delay = min(s.query_restart_backoff_max_s, s.query_restart_backoff_s * 2 ** (failures - 1))
+        log.error(
+            "the mirror's query failed (%s); restarting it from the checkpoint in %.0fs "
+            "(failure %d in a row)",
+            self.store.failure,
+            delay,
+            failures,
+        )
+        return float(time.monotonic() + delay)
+
+    def _check_source(self) -> None:
+        """Does the cluster answer (a metadata request for the topic)?  A missing topic is not an
+        outage: a new cluster has none until the first group commits."""
+        assert self.cluster is not None
+        status = self.store.status
+        error: str | None = None
+        try:
+            self.cluster.topic_partitions(self.settings.topic)
+        except Exception as exc:
+            error = first_line(f"{type(exc).__name__}: {exc}")
+        if error is None and not status.source_up:
+            log.info("the Kafka cluster answers again")
+        elif error is not None and status.source_up:
+            log.warning("the Kafka cluster does not answer: %s", error)
+        status.source_up = error is None
+        status.source_error = error
+
+    def _keep_meta(self) -> None:
+        """Keep ``mirror.json``'s ``last_batch_ms`` (how long the mirror was down, at the next start)
+        within a minute of the truth."""
+        if not self._meta or time.monotonic() - self._meta_written < 60:
+            return
+        finished = self.store.last_batch.finished_at_ms
+        if finished and finished != self._meta.get("last_batch_ms"):
+            assert self.spark is not None
+            self._meta["last_batch_ms"] = finished
+            write_checkpoint_meta(self.spark, self.settings.checkpoint_location, self._meta)
+        self._meta_written = time.monotonic()
+
+    def reconcile_round(self) -> bool:
+        """Compare the mirrored groups with the coordinators' ListGroups.  A group missing on one
+        side in two rounds in a row (an in-flight commit or tombstone is mirrored within a round)
+        is a mismatch: metric, event, and -- missing in the coordinator -- ``exists: false``.  A
+        partial answer (a coordinator still loading) does not count.  True if the round counted."""
+        assert self.cluster is not None
+        status = self.store.status
+        try:
+            listing = self.cluster.list_groups()
+        except Exception as exc:
+            status.reconcile_rounds["error"] = status.reconcile_rounds.get("error", 0) + 1
+            log.warning("reconciliation: ListGroups failed: %s", first_line(str(exc)))
+            return False
+        if not listing.complete:
+            status.reconcile_rounds["error"] = status.reconcile_rounds.get("error", 0) + 1
+            log.info("reconciliation: partial answer (%s); round skipped", "; ".join(listing.errors))
+            return False
+        mine = self.store.group_ids() - set(self.store.gone)
+        theirs = set(listing.groups)
+        now_ms = int(time.time() * 1000)
+        seen = {"missing_in_coordinator": mine - theirs, "missing_in_mirror": theirs - mine}
+        confirmed = {side: ids & self._suspects.get(side, set()) for side, ids in seen.items()}
+        self._suspects = seen
+        events = []
+        for side, ids in confirmed.items():
+            for gid in sorted(ids - status.mismatches.get(side, set())):
+                events.append(ReconcileMismatch(gid, None, None, None, side=side, at_ms=now_ms).to_json())
+                if side == "missing_in_coordinator":
+                    self.store.mark_gone(
+                        gid,
+                        {
+                            "reason": "the coordinator no longer lists this group (Admin ListGroups, "
+                            "two rounds in a row): its tombstone was probably compacted away while "
+                            "the mirror was not reading",
+                            "since_ms": now_ms,
+                        },
+                    )
+        # groups marked gone stay counted until a record for them arrives
+        confirmed["missing_in_coordinator"] |= set(self.store.gone)
+        status.mismatches = confirmed
+        status.reconcile_rounds["ok"] = status.reconcile_rounds.get("ok", 0) + 1
+        status.reconciled_at_ms = now_ms
+        if events:
+            log.warning(
+                "reconciliation: %d group(s) differ from the coordinators' list (%s)",
+                len(events),
+                ", ".join(f"{e['group_id']}: {e['side']}" for e in events[:5]),
+            )
+            self.store.add_tallies({("event", "reconcile_mismatch"): len(events)})
+            if self.sink is not None:
+                self.sink.emit_driver_events(events)
+        return True
 
     def metrics_exposition(self) -> tuple[bytes, str]:
         return exposition(self)

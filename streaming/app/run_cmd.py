@@ -22,8 +22,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from streaming.app.errors import EXIT_CONFIG, classify
 from streaming.app.mirror import Mirror
-from streaming.app.security_errors import classify_security
 from streaming.serving.api import AuthError
 from streaming.settings import CONFIG_ENV, ENV_PREFIX, Settings, SettingsError, load_settings
 
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except SettingsError as exc:
         print(f"coordinator-mirror: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     configure_logging(settings.log_level)
     stop = threading.Event()
     return serve(settings, stop)
@@ -169,12 +169,10 @@ def serve(
             print(f"coordinator-mirror: invalid settings: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:
-            found = classify_security(exc, secrets=settings.secret_values())
-            if found is None:
-                raise
+            error = classify(exc, bootstrap=settings.bootstrap_servers, secrets=settings.secret_values())
             log.debug("start failed", exc_info=True)
-            print(f"coordinator-mirror: {found.message}", file=sys.stderr)
-            return found.exit_code
+            print(f"coordinator-mirror: {error.message}", file=sys.stderr)
+            return error.exit_code
         if mirror.http is not None:
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
@@ -183,15 +181,9 @@ def serve(
         announced = False
         last_report = 0.0
         while not stop.wait(1.0):
-            ok, detail = mirror.health()
-            if not ok and mirror.query is not None and not mirror.query.isActive:
-                error = str(detail.get("error"))
-                found = classify_security(None, [error], settings.secret_values())
-                if found is not None:
-                    print(f"coordinator-mirror: {found.message}", file=sys.stderr)
-                    return found.exit_code
-                log.error("the mirror's query failed: %s", error)
-                return 1
+            if mirror.fatal is not None:
+                print(f"coordinator-mirror: {mirror.fatal.message}", file=sys.stderr)
+                return mirror.fatal.exit_code
             r = mirror.store.readiness
             if r.ready and not announced:
                 log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))

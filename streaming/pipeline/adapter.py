@@ -23,7 +23,12 @@ event      ``body`` = one change event (JSON, `state.events`), ``key`` = event i
 offset     committed-offsets feed: ``key`` = {"group","topic","partition"} JSON, ``body`` = the
            offset JSON or null (deleted / expired -> tombstone)
 error      ``body`` = an undecodable or unknown record with its partition/offset
+quarantine ``body`` = why the group's fold failed (exception, message, the record's partition,
+           offset and type); the group keeps its last good state (see `_quarantine`)
 =========  ====================================================================================
+
+State row ``codec_version < 0``: the group is quarantined; ``blob`` is its last good state (empty:
+none yet).
 """
 
 from __future__ import annotations
@@ -37,11 +42,11 @@ import numpy as np
 import pandas as pd
 
 from decoders.columns import ERROR_FIELDS
-from state import codec
+from state import codec, invariants
 from state.config import OffsetConfig
-from state.events import Event, GroupDeleted, OffsetsExpired
+from state.events import Event, GroupDeleted, GroupQuarantined, GroupRecovered, OffsetsExpired
 from state.expiry import all_deadlines
-from state.fold import step_detail
+from state.fold import fold_columns, step_detail
 from state.snapshot import summary
 from streaming.pipeline import worker_tune
 from streaming.pipeline.prepare import unpack_group
@@ -139,67 +144,240 @@ def make_group_function(
             if rows:
                 yield _frame(rows)
             return
-
-        group = codec.decode(gstate.get[1]) if gstate.exists else None
-        # what the offsets feed compares against (only when a topic takes the feed)
-        before_offsets = dict(group.offsets) if group is not None and emit_offsets else {}
-        before_deadlines = all_deadlines(group, config) if group is not None and before_offsets else {}
-
         if cols is not None:
             cols["group_id"] = [group_id] * len(cols["status"])
-        group, events, deadline, after_deadlines = step_detail(
-            group, cols, now_ms, group_id=group_id, config=config
-        )
-
-        for ev in events:
-            body = ev.to_json()
-            event_id = (
-                f"{group_id}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+        stored = (int(gstate.get[0]), bytes(gstate.get[1])) if gstate.exists else None
+        was_quarantined = stored is not None and stored[0] < 0
+        try:
+            rows.extend(
+                _fold_rows(
+                    group_id,
+                    stored,
+                    cols,
+                    now_ms=now_ms,
+                    gstate=gstate,
+                    config=config,
+                    emit_offsets=emit_offsets,
+                )
             )
-            rows.append((group_id, "event", event_id, _dumps(body), event_tally(ev), None))
-
-        after_offsets = group.offsets if group is not None and emit_offsets else {}
-        for tp, entry in after_offsets.items():
-            if before_offsets.get(tp) != entry or before_deadlines.get(tp) != after_deadlines.get(tp):
-                rows.append(
-                    (
-                        group_id,
-                        "offset",
-                        offset_key(group_id, *tp),
-                        offset_value(group_id, tp[0], tp[1], entry, after_deadlines.get(tp)),
-                        None,
-                        None,
-                    )
+            if was_quarantined:
+                rows.append(_recovered_row(group_id, cols, now_ms))
+        except Exception as exc:  # the group boundary: one group's failure never fails the task
+            rows.extend(
+                _quarantine(
+                    group_id,
+                    stored,
+                    cols,
+                    now_ms=now_ms,
+                    gstate=gstate,
+                    config=config,
+                    exc=exc,
+                    was_quarantined=was_quarantined,
                 )
-        for tp in before_offsets.keys() - after_offsets.keys():
-            rows.append((group_id, "offset", offset_key(group_id, *tp), None, None, None))
-
-        if group is None:
-            if gstate.exists:
-                # the last summary, from the stored bytes (step changed the decoded group in place)
-                last = summary(codec.decode(gstate.get[1]), config)
-                gstate.remove()
-                rows.append((group_id, "deleted", None, _dumps(last), None, None))
-        else:
-            gstate.update((codec.blob_version(blob := codec.encode(group)), blob))
-            if deadline is not None:
-                # Fires at the first trigger after the deadline (timeout < batch timestamp).
-                gstate.setTimeoutDuration(max(1, deadline - now_ms))
-            if cols is not None or events or gstate.hasTimedOut:
-                rows.append(
-                    (
-                        group_id,
-                        "snapshot",
-                        None,
-                        None,
-                        _dumps(summary(group, config, after_deadlines)),
-                        blob,
-                    )
-                )
+            )
         if rows:
             yield _frame(rows)
 
     return fold_group
+
+
+def _fold_rows(
+    group_id: str,
+    stored: tuple[int, bytes] | None,
+    cols: dict[str, list[Any]] | None,
+    *,
+    now_ms: int,
+    gstate: Any,
+    config: OffsetConfig,
+    emit_offsets: bool,
+) -> list[tuple[Any, ...]]:
+    """Fold the group's rows into its stored state; the output rows, and the state row updated
+    (only when everything succeeded: any exception leaves the state store untouched)."""
+    rows: list[tuple[Any, ...]] = []
+    restarted = False
+    try:
+        group = codec.decode(stored[1]) if stored is not None and stored[1] else None
+    except codec.StateCodecError:
+        # unreadable state bytes (another codec version): only a group tombstone in these rows
+        # lets the fold start over from nothing -- see `_restart_after_tombstone`
+        cols = _restart_after_tombstone(cols)
+        if cols is None:
+            raise
+        group, stored, restarted = None, None, True
+    # what the offsets feed compares against (only when a topic takes the feed)
+    before_offsets = dict(group.offsets) if group is not None and emit_offsets else {}
+    before_deadlines = all_deadlines(group, config) if group is not None and before_offsets else {}
+
+    group, events, deadline, after_deadlines = step_detail(
+        group, cols, now_ms, group_id=group_id, config=config
+    )
+    invariants.check(group)
+
+    seen: dict[str, int] = {}
+    for ev in events:
+        body = ev.to_json()
+        rows.append((group_id, "event", _event_id(group_id, body, seen), _dumps(body), event_tally(ev), None))
+
+    after_offsets = group.offsets if group is not None and emit_offsets else {}
+    for tp, entry in after_offsets.items():
+        if before_offsets.get(tp) != entry or before_deadlines.get(tp) != after_deadlines.get(tp):
+            rows.append(
+                (
+                    group_id,
+                    "offset",
+                    offset_key(group_id, *tp),
+                    offset_value(group_id, tp[0], tp[1], entry, after_deadlines.get(tp)),
+                    None,
+                    None,
+                )
+            )
+    for tp in before_offsets.keys() - after_offsets.keys():
+        rows.append((group_id, "offset", offset_key(group_id, *tp), None, None, None))
+
+    if group is None:
+        if stored is not None or restarted:
+            # the last summary, from the stored bytes (step changed the decoded group in place)
+            last = (
+                summary(codec.decode(stored[1]), config)
+                if stored is not None and stored[1]
+                else {"group_id": group_id}
+            )
+            gstate.remove()
+            rows.append((group_id, "deleted", None, _dumps(last), None, None))
+    else:
+        blob = codec.encode(group)
+        snap = _dumps(summary(group, config, after_deadlines))
+        gstate.update((codec.blob_version(blob), blob))
+        if deadline is not None:
+            # Fires at the first trigger after the deadline (timeout < batch timestamp).
+            gstate.setTimeoutDuration(max(1, deadline - now_ms))
+        if (
+            cols is not None
+            or events
+            or gstate.hasTimedOut
+            or restarted
+            or (stored is not None and stored[0] < 0)
+        ):
+            rows.append((group_id, "snapshot", None, None, snap, blob))
+    return rows
+
+
+#: record types whose tombstone removes a group object (GroupMetadata, consumer/share/streams groups)
+_GROUP_TOMBSTONE_TYPES: Final = frozenset({2, 3, 11, 17})
+
+
+def _restart_after_tombstone(cols: dict[str, list[Any]] | None) -> dict[str, list[Any]] | None:
+    """The rows after the last group tombstone, if any (``None``: no group tombstone).
+
+    A group whose stored state cannot be read stays quarantined until the coordinator deletes it:
+    DeleteGroups and group expiry write a tombstone for each of the group's offsets, then the group
+    tombstone, so nothing of the unreadable state outlives it and the fold restarts from nothing
+    with the rows that follow.  (A full GroupMetadata record is not enough here: it says nothing
+    about the offsets the unreadable state held.)"""
+    if cols is None:
+        return None
+    last = None
+    for i, (status, rt, tomb) in enumerate(
+        zip(cols["status"], cols["record_type"], cols["is_tombstone"], strict=True)
+    ):
+        if status == "ok" and tomb and rt in _GROUP_TOMBSTONE_TYPES:
+            last = i
+    if last is None:
+        return None
+    return {name: values[last + 1 :] for name, values in cols.items()}
+
+
+def _event_id(group_id: str, body: dict[str, Any], seen: dict[str, int] | None = None) -> str:
+    """``group/type/partition/offset`` -- deterministic, so a replayed batch gives the same ids.
+    One record can make several events of one type (two members' assignments changed): the
+    second and later get ``#2``, ``#3``... in fold order, so ids stay unique."""
+    base = f"{group_id}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+    if seen is None:
+        return base
+    n = seen[base] = seen.get(base, 0) + 1
+    return base if n == 1 else f"{base}#{n}"
+
+
+def _failing_row(
+    stored: tuple[int, bytes] | None, cols: dict[str, list[Any]] | None, group_id: str, config: OffsetConfig
+) -> int | None:
+    """Which row of ``cols`` the fold fails on: the rows re-applied one at a time from the stored
+    state (only after a failure, so its cost does not matter).  ``None``: no single row fails (the
+    state bytes themselves, or the expiry step)."""
+    if cols is None:
+        return None
+    try:
+        g = codec.decode(stored[1]) if stored is not None and stored[1] else None
+    except Exception:
+        return None
+    for i in range(len(cols["source_offset"])):
+        one = {name: values[i : i + 1] for name, values in cols.items()}
+        try:
+            g = fold_columns(g, one, group_id=group_id, config=config).group
+            invariants.check(g)
+        except Exception:
+            return i
+    return None
+
+
+def _quarantine(
+    group_id: str,
+    stored: tuple[int, bytes] | None,
+    cols: dict[str, list[Any]] | None,
+    *,
+    now_ms: int,
+    gstate: Any,
+    config: OffsetConfig,
+    exc: Exception,
+    was_quarantined: bool,
+) -> list[tuple[Any, ...]]:
+    """The group keeps its last good state (marked quarantined: a negative codec version in the
+    state row, the bytes untouched); the next rows fold from it again, and the first fold that
+    succeeds clears the mark (`_recovered_row`).  A ``quarantine`` row tells the driver why, and
+    the first failure is a ``group_quarantined`` event."""
+    i = _failing_row(stored, cols, group_id, config)
+    info: dict[str, Any] = {
+        "group_id": group_id,
+        "error_type": type(exc).__name__,
+        "message": str(exc)[:500],
+        "phase": "state" if isinstance(exc, codec.StateCodecError) else ("fold" if i is not None else "step"),
+        "source_partition": None,
+        "source_offset": None,
+        "source_timestamp_ms": None,
+        "record_type": None,
+        "at_ms": now_ms,
+        "records_in_batch": 0 if cols is None else len(cols["source_offset"]),
+    }
+    if cols is not None:
+        j = i if i is not None else len(cols["source_offset"]) - 1
+        if j >= 0:
+            info["source_partition"] = cols["source_partition"][j]
+            info["source_offset"] = cols["source_offset"][j]
+            info["source_timestamp_ms"] = cols["source_timestamp_ms"][j]
+            info["record_type"] = cols["record_type"][j]
+    version = abs(stored[0]) if stored is not None else 0
+    gstate.update((-max(1, version), stored[1] if stored is not None else b""))
+    rows: list[tuple[Any, ...]] = [(group_id, "quarantine", None, _dumps(info), None, None)]
+    if not was_quarantined:
+        body = GroupQuarantined(
+            group_id,
+            info["source_partition"],
+            info["source_offset"],
+            info["source_timestamp_ms"],
+            error_type=info["error_type"],
+            message=info["message"],
+            record_type=info["record_type"],
+        ).to_json()
+        rows.append((group_id, "event", _event_id(group_id, body), _dumps(body), GroupQuarantined.TYPE, None))
+    return rows
+
+
+def _recovered_row(group_id: str, cols: dict[str, list[Any]] | None, now_ms: int) -> tuple[Any, ...]:
+    src: list[Any] = [None, None, None]
+    if cols is not None and cols["source_offset"]:
+        src = [cols[name][-1] for name in ("source_partition", "source_offset", "source_timestamp_ms")]
+    body = GroupRecovered(group_id, src[0], src[1], src[2], at_ms=now_ms).to_json()
+    return (group_id, "event", _event_id(group_id, body), _dumps(body), GroupRecovered.TYPE, None)
 
 
 def _in_log_order(cols: dict[str, list[Any]]) -> dict[str, list[Any]]:

@@ -36,37 +36,91 @@ def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
 
 
 def _summaries(config: OffsetConfig) -> Any:
+    """Each state row's summary; a quarantined row (negative codec version) or one whose bytes do
+    not decode comes back with ``quarantine`` set, so the API shows it after the restart too."""
+
     def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for df in frames:
-            rows = []
-            for blob in df["blob"]:
-                g = codec.decode(bytes(blob))
-                if not g.exists:
-                    continue
-                text = json.dumps(summary(g, config), separators=(",", ":"), ensure_ascii=False)
-                rows.append((g.group_id, bytes(blob), text))
-            yield pd.DataFrame(rows, columns=["group_id", "blob", "summary"])
+            rows: list[tuple[Any, ...]] = []
+            for gid, version, blob in zip(df["group_id"], df["codec_version"], df["blob"], strict=True):
+                quarantine = None
+                if version is not None and int(version) < 0:
+                    quarantine = "quarantined before the restart (the details were not kept)"
+                try:
+                    g = codec.decode(bytes(blob)) if len(blob) else None
+                except codec.StateCodecError as exc:
+                    g, quarantine = None, f"{type(exc).__name__}: {exc}"
+                if g is not None and g.exists:
+                    text = json.dumps(summary(g, config), separators=(",", ":"), ensure_ascii=False)
+                    rows.append((g.group_id, bytes(blob), text, quarantine))
+                elif quarantine is not None:
+                    rows.append((gid, None, None, quarantine))
+            yield pd.DataFrame(rows, columns=["group_id", "blob", "summary", "quarantine"])
 
     return fn
 
 
 def recover_snapshots(
     spark: SparkSession, settings: Settings, config: OffsetConfig
-) -> Iterator[tuple[str, bytes, dict[str, Any]]] | None:
-    """(group id, state bytes, summary) of every live group in the checkpoint's state store; the
-    driver store renders full snapshots from the bytes when they are read."""
+) -> list[tuple[str, bytes | None, dict[str, Any] | None, str | None]] | None:
+    """(group id, state bytes, summary, quarantine reason or None) of every live or quarantined
+    group in the checkpoint's state store; the driver store renders full snapshots from the bytes
+    when they are read."""
     if not has_committed_batch(spark, settings.checkpoint_location):
         return None
     state = spark.read.format("statestore").load(settings.checkpoint_location)
     value = state.schema["value"].dataType
     blob = "value.groupState.blob" if "groupState" in value.fieldNames() else "value.blob"
+    version = blob.replace(".blob", ".codec_version")
     rows = (
-        state.selectExpr(f"{blob} AS blob")
+        state.selectExpr("key.group_id AS group_id", f"{version} AS codec_version", f"{blob} AS blob")
         .where("blob IS NOT NULL")
         .mapInPandas(
             _summaries(config),
-            "group_id string, blob binary, summary string",
+            "group_id string, blob binary, summary string, quarantine string",
         )
         .collect()
     )
-    return ((r.group_id, bytes(r.blob), json.loads(r.summary)) for r in rows)
+    return [
+        (
+            r.group_id,
+            bytes(r.blob) if r.blob is not None else None,
+            json.loads(r.summary) if r.summary else None,
+            r.quarantine,
+        )
+        for r in rows
+    ]
+
+
+#: the format of ``<checkpoint>/mirror.json`` this code writes (and the newest it reads)
+CHECKPOINT_META_FORMAT = 1
+
+
+def _meta_path(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/mirror.json")
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
+def read_checkpoint_meta(spark: SparkSession, checkpoint: str) -> dict[str, Any] | None:
+    """``<checkpoint>/mirror.json``: the cluster id the checkpoint belongs to, its format, when the
+    mirror last completed a batch (None: a checkpoint from before this file, or none at all)."""
+    path, fs = _meta_path(spark, checkpoint)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    data = json.loads(text)
+    return data if isinstance(data, dict) else None
+
+
+def write_checkpoint_meta(spark: SparkSession, checkpoint: str, meta: dict[str, Any]) -> None:
+    path, fs = _meta_path(spark, checkpoint)
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(json.dumps(meta, sort_keys=True).encode()))
+    finally:
+        out.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,9 @@ class BatchMarker:
             out.close()
 
 
-def batch_tallies(events: list[str], errors: list[dict[str, Any]]) -> dict[tuple[str, ...], int]:
+def batch_tallies(
+    events: list[str], errors: list[dict[str, Any]], quarantined: Sequence[dict[str, Any]] = ()
+) -> dict[tuple[str, ...], int]:
     """What the mirror-level metrics count per batch (`SnapshotStore.tallies`): events by type,
     expired offsets by origin and deleted groups by reason -- which outlive the groups' own series
     -- and skipped records by status, record type and reason class.  ``events``: the event rows'
@@ -75,6 +77,9 @@ def batch_tallies(events: list[str], errors: list[dict[str, Any]]) -> dict[tuple
             label, _, n = detail.partition("\t")
             key = (etype, label)
             out[key] = out.get(key, 0) + int(n)
+    for q in quarantined:
+        key = ("fold_failure", str(q.get("error_type") or "Exception"))
+        out[key] = out.get(key, 0) + 1
     for err in errors:
         status = str(err.get("status") or "error")
         key = (
@@ -136,6 +141,7 @@ class MirrorSink:
         events: list[str] = []
         tallies: list[str] = []
         errors: list[dict[str, Any]] = []
+        quarantined: list[dict[str, Any]] = []
         for r in rows:
             if r.kind == "snapshot":
                 summ = json.loads(r.summary)
@@ -148,8 +154,22 @@ class MirrorSink:
                 tallies.append(r.summary)
             elif r.kind == "error":
                 errors.append(json.loads(r.body))
+            elif r.kind == "quarantine":
+                quarantined.append(json.loads(r.body))
         self.store.apply(batch_id, snapshots)
-        self.store.add_tallies(batch_tallies(tallies, errors))
+        self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+        if quarantined:
+            self.store.quarantine(quarantined)
+            for q in quarantined:
+                log.error(
+                    "batch %d: group %r quarantined (keeps its last good state): %s: %s at %s/%s",
+                    batch_id,
+                    q["group_id"],
+                    q["error_type"],
+                    q["message"],
+                    q["source_partition"],
+                    q["source_offset"],
+                )
         if errors:
             self.store.add_errors(errors)
             # one line per batch, never one per record
@@ -161,6 +181,32 @@ class MirrorSink:
             tmp = path.with_name("." + path.name + ".tmp")
             tmp.write_text("".join(e + "\n" for e in events))
             tmp.replace(path)
+
+    def emit_driver_events(self, events: list[dict[str, Any]]) -> None:
+        """Events the driver itself produces (reconciliation): to the same sinks as the query's --
+        a file ``events-driver-<ms>.jsonl``, and the events topic (key = group id)."""
+        if not events:
+            return
+        lines = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events]
+        if self.events_dir is not None:
+            path = self.events_dir / f"events-driver-{int(time.time() * 1000)}.jsonl"
+            tmp = path.with_name("." + path.name + ".tmp")
+            tmp.write_text("".join(line + "\n" for line in lines))
+            tmp.replace(path)
+        topic = self.settings.events_topic
+        if topic:
+            bootstrap = self.settings.output_bootstrap()
+            assert bootstrap is not None
+            df = self.spark.createDataFrame(
+                [(str(e["group_id"]), line) for e, line in zip(events, lines, strict=True)],
+                "key string, value string",
+            )
+            writer = (
+                df.write.format("kafka").option("topic", topic).option("kafka.bootstrap.servers", bootstrap)
+            )
+            for key, value in self.settings.output_options().items():
+                writer = writer.option(f"kafka.{key}", value)
+            writer.save()
 
     def _write_topics(self, df: DataFrame, batch_id: int) -> None:
         targets = (

@@ -3,7 +3,8 @@
     GET /groups            every group: id, kind, state, generation/epoch, members, offsets, last change
     GET /groups/{id}       everything the mirror holds for one group (offsets with expires_at)
     GET /errors            recent records the mirror could not decode, with partition and offset
-    GET /ready             200 once caught up with the end of __consumer_offsets seen at start, else 503
+    GET /ready             200 once caught up with the end of __consumer_offsets seen at start and the
+                           source answers, else 503 with a reason
     GET /healthz           200 while the streaming query runs, 500 once it failed
     GET /metrics           Prometheus exposition (gzip when asked; OpenMetrics when enabled and asked)
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
@@ -275,9 +276,30 @@ def _lag(request: Request) -> Response:
     return _json(request, *routed)
 
 
+def ready_body(store: SnapshotStore) -> tuple[bool, dict[str, Any]]:
+    """Ready once caught up and the source answers; else ``reason``: "waiting for
+    __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
+    "query restarting: ..." or "catching up"."""
+    r, status = store.readiness, store.status
+    body = r.to_json()
+    reason = None
+    if status.waiting_reason:
+        reason = status.waiting_reason
+    elif not status.source_up:
+        reason = f"source unavailable: {status.source_error}"
+    elif store.failure:
+        reason = f"query restarting: {store.failure}"
+    elif not r.ready:
+        reason = "catching up"
+    body["ready"] = reason is None
+    body["reason"] = reason
+    body["source_up"] = status.source_up
+    return reason is None, body
+
+
 def _ready(request: Request) -> Response:
-    r = _ctx(request).store.readiness
-    return _json(request, 200 if r.ready else 503, r.to_json())
+    ok, body = ready_body(_ctx(request).store)
+    return _json(request, 200 if ok else 503, body)
 
 
 def _healthz(request: Request) -> Response:

@@ -383,7 +383,46 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         "gauge",
         "1 once caught up with the end of __consumer_offsets seen at start.",
     ),
-    _m("coordinator_mirror_query_healthy", "gauge", "1 while the streaming query runs, 0 once it failed."),
+    _m(
+        "coordinator_mirror_query_healthy",
+        "gauge",
+        "1 while the streaming query runs; 0 while it is down (failed, restarting from the checkpoint "
+        "with backoff, or not started: waiting for __consumer_offsets).",
+    ),
+    _m(
+        "coordinator_mirror_query_restarts_total",
+        "counter",
+        "Times the failed streaming query was restarted from the checkpoint (the process stays up).",
+        source="supervisor",
+    ),
+    _m(
+        "coordinator_mirror_source_up",
+        "gauge",
+        "1 while the Kafka cluster answers the driver's periodic check (and __consumer_offsets "
+        "exists), else 0.",
+        source="supervisor",
+    ),
+    _m(
+        "coordinator_mirror_groups_quarantined",
+        "gauge",
+        "Groups whose fold failed and which keep their last good state (GET /groups/{id} quarantine).",
+        source="sink quarantine rows",
+    ),
+    _m(
+        "coordinator_mirror_fold_failures_total",
+        "counter",
+        "Group folds that failed (each quarantines its group), by exception type.",
+        "exception",
+        source="sink quarantine rows",
+    ),
+    _m(
+        "coordinator_mirror_reconcile_mismatches",
+        "gauge",
+        "Groups on which the mirror and the coordinators' ListGroups disagreed for two rounds in a row, "
+        "by side (missing_in_coordinator, missing_in_mirror).",
+        "side",
+        source="reconciliation",
+    ),
     _m(
         "coordinator_mirror_catchup_progress_ratio",
         "gauge",

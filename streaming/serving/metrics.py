@@ -62,6 +62,7 @@ from streaming.serving.catalogue import (
 from streaming.serving.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.lag_metrics import lag_exposition
 from streaming.serving.render import assignor
+from streaming.serving.store import MirrorStatus
 
 #: a sample: label values in the family's label order, value
 Samples = list[tuple[tuple[str, ...], float]]
@@ -428,11 +429,23 @@ class MirrorMetrics:
         out["coordinator_mirror_start_time_seconds"] = [((c,), self.start_time)]
         out["coordinator_mirror_ready"] = [((c,), 1 if r.ready else 0)]
         health: Callable[[], tuple[bool, Any]] | None = getattr(m, "health", None)
+        running: Callable[[], bool] | None = getattr(m, "query_running", None)
         try:
-            healthy = bool(health()[0]) if health is not None else store.failure is None
+            if running is not None:
+                healthy = bool(running())
+            else:
+                healthy = bool(health()[0]) if health is not None else store.failure is None
         except Exception:  # the JVM side is gone: that is an unhealthy query, not a failed scrape
             healthy = False
         out["coordinator_mirror_query_healthy"] = [((c,), 1 if healthy else 0)]
+        status = getattr(store, "status", None) or MirrorStatus()
+        out["coordinator_mirror_query_restarts_total"] = [((c,), status.query_restarts)]
+        out["coordinator_mirror_source_up"] = [((c,), 1 if status.source_up else 0)]
+        out["coordinator_mirror_groups_quarantined"] = [((c,), len(getattr(store, "quarantined", ())))]
+        out["coordinator_mirror_reconcile_mismatches"] = [
+            ((c, side), len(status.mismatches.get(side, ())))
+            for side in ("missing_in_coordinator", "missing_in_mirror")
+        ]
         out["coordinator_mirror_catchup_progress_ratio"] = [((c,), r.progress())]
         behind = r.behind()
         out["coordinator_mirror_partition_records_behind"] = [
@@ -457,6 +470,7 @@ class MirrorMetrics:
         out["coordinator_mirror_groups_deleted_total"] = _seeded(
             c, tallies, "group_deleted", ("tombstone", "expired")
         )
+        out["coordinator_mirror_fold_failures_total"] = _seeded(c, tallies, "fold_failure", ())
         by_state = Counter((v.state, v.kind) for v in views)
         out["coordinator_mirror_groups"] = [((c, s, k), n) for (s, k), n in sorted(by_state.items())]
         last = self._fold_progress()

@@ -123,6 +123,23 @@ def snapshot_size(snapshot: Snapshot) -> int:
     return 2_000 + 700 * len(snapshot.get("offsets") or ()) + 1_100 * len(snapshot.get("members") or ())
 
 
+@dataclass
+class MirrorStatus:
+    """What the driver's supervisor knows about the source and the query (metrics, /ready)."""
+
+    #: why the mirror is not mirroring right now (None: it is), e.g. "waiting for __consumer_offsets"
+    waiting_reason: str | None = None
+    source_up: bool = True
+    source_error: str | None = None
+    query_restarts: int = 0
+    #: side -> group ids that disagreed for two reconciliation rounds in a row
+    mismatches: dict[str, set[str]] = field(default_factory=dict)
+    reconcile_rounds: dict[str, int] = field(default_factory=dict)
+    reconciled_at_ms: int | None = None
+    #: the mirror was down longer than delete.retention.ms: reconcile as soon as it caught up
+    possible_missed_tombstones: bool = False
+
+
 class SnapshotStore:
     """Thread-safe map group id -> (state bytes, summary), plus mirror-wide status.
 
@@ -142,6 +159,7 @@ class SnapshotStore:
         self.cache_bytes = cache_bytes
         self.renderer = renderer
         self.readiness = Readiness()
+        self.status = MirrorStatus()
         self.last_batch = BatchStats()
         #: recent undecodable / unknown records with their partition and offset (newest last)
         self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
@@ -149,6 +167,10 @@ class SnapshotStore:
         #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
         self.tallies: dict[tuple[str, ...], int] = {}
         self.failure: str | None = None
+        #: quarantined groups (`streaming.pipeline.adapter`): group id -> why (exception, record)
+        self.quarantined: dict[str, dict[str, Any]] = {}
+        #: groups the coordinator no longer lists (reconciliation): group id -> reason
+        self.gone: dict[str, dict[str, Any]] = {}
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
     def apply(self, batch_id: int, groups: Iterable[GroupRow]) -> None:
@@ -156,6 +178,9 @@ class SnapshotStore:
         summary is required with state bytes.  ``batch_id`` is the micro-batch's (for the log)."""
         with self._lock:
             for group_id, blob, summary in groups:
+                # a fold that succeeded: the group left quarantine; a new record: it exists again
+                self.quarantined.pop(group_id, None)
+                self.gone.pop(group_id, None)
                 self._uncache(group_id)
                 if blob is None:
                     self._groups.pop(group_id, None)
@@ -175,6 +200,27 @@ class SnapshotStore:
                 self._groups[group_id] = (blob, summary)
                 n += 1
         return n
+
+    def quarantine(self, infos: Iterable[dict[str, Any]]) -> None:
+        """Groups whose fold failed in this batch (they keep their last snapshot)."""
+        with self._lock:
+            for info in infos:
+                gid = str(info["group_id"])
+                first = self.quarantined.get(gid, {}).get("since_ms", info.get("at_ms"))
+                self.quarantined[gid] = {**info, "since_ms": first}
+
+    def mark_gone(self, group_id: str, reason: dict[str, Any]) -> bool:
+        """The coordinator no longer has a group the mirror holds: ``exists: false`` with the reason
+        until a record for it arrives.  False if the mirror does not hold it (any more)."""
+        with self._lock:
+            if group_id not in self._groups:
+                return False
+            self.gone[group_id] = reason
+            return True
+
+    def group_ids(self) -> set[str]:
+        with self._lock:
+            return set(self._groups)
 
     def add_errors(self, errors: Iterable[dict[str, Any]]) -> None:
         with self._lock:
@@ -208,13 +254,21 @@ class SnapshotStore:
         lock: the sink keeps applying meanwhile) and cached unless the group changed in between."""
         with self._lock:
             found = self._groups.get(group_id)
-            if found is None:
-                return None
-            blob = found[0]
-            hit = self._cache.get(group_id)
-            if hit is not None and hit[0] is blob:
-                self._cache.move_to_end(group_id)
-                return hit[1]
+            quarantine = self.quarantined.get(group_id)
+            gone = self.gone.get(group_id)
+            snap = self._cached(group_id, found[0]) if found is not None else None
+        if found is not None and snap is None:
+            snap = self._render(group_id, found[0])
+        return self._overlay(group_id, snap, quarantine, gone)
+
+    def _cached(self, group_id: str, blob: bytes) -> Snapshot | None:
+        hit = self._cache.get(group_id)
+        if hit is not None and hit[0] is blob:
+            self._cache.move_to_end(group_id)
+            return hit[1]
+        return None
+
+    def _render(self, group_id: str, blob: bytes) -> Snapshot:
         assert self.renderer is not None  # apply() refuses bytes without one
         snap = self.renderer(blob)
         with self._lock:
@@ -222,6 +276,21 @@ class SnapshotStore:
             if current is not None and current[0] is blob:
                 self._cache_put(group_id, blob, snap)
         return snap
+
+    @staticmethod
+    def _overlay(
+        group_id: str, snap: Snapshot | None, quarantine: dict[str, Any] | None, gone: dict[str, Any] | None
+    ) -> Snapshot | None:
+        """The snapshot with what the driver knows beside the state: quarantine, reconciliation."""
+        if quarantine is None and gone is None:
+            return snap
+        out: dict[str, Any] = dict(snap) if snap is not None else {"group_id": group_id, "exists": None}
+        if quarantine is not None:
+            out["quarantine"] = quarantine
+        if gone is not None:
+            out["exists"] = False
+            out["exists_reason"] = gone
+        return out
 
     def states(self) -> list[tuple[str, bytes]]:
         """(group id, state bytes) of every group, in the order the groups first arrived."""
@@ -234,7 +303,21 @@ class SnapshotStore:
 
     def summaries(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [self._groups[g][1] for g in sorted(self._groups)]
+            out = [self._groups[g][1] for g in sorted(self._groups)]
+            if self.quarantined or self.gone:
+                out = [self._flagged(s) for s in out]
+            return out
+
+    def _flagged(self, summary: dict[str, Any]) -> dict[str, Any]:
+        gid = summary.get("group_id")
+        if gid not in self.quarantined and gid not in self.gone:
+            return summary
+        out = dict(summary)
+        if gid in self.quarantined:
+            out["quarantined"] = True
+        if gid in self.gone:
+            out["exists"] = False
+        return out
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,0 +1,110 @@
+"""The coordinators' own list of groups (Admin ListGroups) and a liveness check, through confluent-kafka.
+
+Cheap on purpose: ListGroups is one request per broker and answers names, types and states only.
+What Kafka 4.3.1 lists (checked on the lab broker): classic groups (also the "simple" groups that
+only have offsets, as type CLASSIC, state EMPTY), KIP-848 consumer groups (type CONSUMER), share and
+streams groups -- every group the coordinator keeps in memory, which is every group the log
+describes.  A broker still loading a coordinator partition answers COORDINATOR_LOAD_IN_PROGRESS for
+it: such a round is partial and must not count (`GroupListing.complete`).
+
+(Not ``list_consumer_group_offsets``: librdkafka 2.16 crashes the process on it against 4.3.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streaming.cluster.client_config import librdkafka_config
+
+
+def driver_config(bootstrap: str, options: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
+    """The driver's librdkafka configuration: the mirror's Java-style ``kafka_options`` translated by
+    `librdkafka_config` (which refuses, naming the option, what librdkafka cannot honour), plus the
+    bootstrap servers, a client id and a connection timeout the options may override."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "coordinator-mirror-driver",
+        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+        "log_level": 0,
+        "logger": _quiet,
+    }
+    conf.update(librdkafka_config(options))
+    return conf
+
+
+def _quiet(*_args: Any) -> None:
+    """librdkafka's log callback: the driver reports connection trouble itself, once."""
+
+
+class BrokerUnreachableError(ConnectionError):
+    """No broker of the cluster answered in time (`streaming.app.errors` makes it exit code 3)."""
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    #: group id -> (type, state) as the coordinators report them ("classic", "Empty" ...)
+    groups: dict[str, tuple[str, str]]
+    #: per-broker errors (e.g. COORDINATOR_LOAD_IN_PROGRESS); a round with errors is partial
+    errors: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors
+
+
+class ClusterClient:
+    """A confluent-kafka AdminClient for the driver's periodic reads."""
+
+    def __init__(self, bootstrap: str, options: Mapping[str, str], timeout_s: float = 10.0) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.timeout_s = timeout_s
+        self._admin = AdminClient(driver_config(bootstrap, options, timeout_s))
+
+    def cluster_id(self) -> str:
+        """The cluster id (DescribeCluster); `BrokerUnreachableError` when no broker answers in time."""
+        answer = self._admin.describe_cluster(request_timeout=self.timeout_s)
+        try:
+            return str(answer.result(self.timeout_s + 1).cluster_id)
+        except TimeoutError as exc:  # the future itself timed out: not one broker answered
+            raise BrokerUnreachableError(
+                f"no broker answered DescribeCluster within {self.timeout_s:.0f}s"
+            ) from exc
+
+    def topic_partitions(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet)."""
+        md = self._admin.list_topics(topic=topic, timeout=self.timeout_s)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            return None
+        if any(p.leader < 0 for p in t.partitions.values()):
+            return None
+        return len(t.partitions)
+
+    def delete_retention_ms(self, topic: str) -> int | None:
+        """The topic's ``delete.retention.ms`` (how long tombstones survive compaction)."""
+        from confluent_kafka.admin import ConfigResource
+
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = self._admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(
+                self.timeout_s
+            )
+        except Exception:  # no topic yet, or no DescribeConfigs permission: unknown
+            return None
+        entry = configs.get("delete.retention.ms")
+        return int(entry.value) if entry is not None and entry.value is not None else None
+
+    def list_groups(self) -> GroupListing:
+        result = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result(self.timeout_s)
+        groups = {g.group_id: (_name(getattr(g, "type", None)), _name(g.state)) for g in result.valid}
+        return GroupListing(groups, tuple(str(e) for e in result.errors))
+
+
+def _name(enum_value: Any) -> str:
+    """``ConsumerGroupType.CLASSIC`` -> "classic"; None -> "unknown"."""
+    if enum_value is None:
+        return "unknown"
+    return str(getattr(enum_value, "name", enum_value)).lower()

@@ -1,0 +1,151 @@
+"""A broker outage of 60 s in the middle of the stream (same data directory, same port).
+
+A broker of its own (the session broker keeps serving the other tests).  A Mirror on the session's
+Spark mirrors groups committing before the outage, keeps answering /healthz while the broker is
+down, says so on /ready and in ``coordinator_mirror_source_up``, and mirrors the commits made after
+the broker is back.  The final state is compared with an uninterrupted run over the same log (a
+fresh mirror, new checkpoint) and with the offsets the test committed.
+
+What Spark's Kafka source does meanwhile (recorded in the test output and the README's "Failure
+modes"): the micro-batch planning asks the broker for the latest offsets; with the broker gone the
+query fails after the admin client's retries, the supervisor sees it, waits for the source to
+answer again and restarts the query from its checkpoint (``query_restarts``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_reliability.test_fresh_cluster_poison import (
+    TOPIC,
+    _commit,
+    _create_topic,
+    _group,
+    _metrics,
+    metric,
+)
+from tests.test_streaming.test_mirror import get
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+GROUPS = [f"outage-{i}" for i in range(5)]
+OUTAGE_S = 60
+
+
+@pytest.fixture
+def own_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
+    from lab.broker import BrokerSettings, LocalKafka
+
+    broker = LocalKafka(BrokerSettings(kafka_version=kafka_version), tmp_path_factory.mktemp("outage"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def _offsets(base: str, gid: str) -> dict[tuple[str, int], int]:
+    status, snap = _group(base, gid)
+    assert status == 200, snap
+    return {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
+
+
+def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, tmp_path: Path) -> None:
+    from streaming.app.mirror import Mirror
+    from streaming.settings import load_settings
+
+    def settings(name: str) -> Any:
+        return load_settings(
+            bootstrap_servers=own_kafka.bootstrap,
+            checkpoint_location=str(tmp_path / name),
+            trigger_interval_s=1.0,
+            shuffle_partitions=2,
+            http_port=0,
+            source_check_interval_s=1.0,
+            query_restart_backoff_s=2.0,
+            query_restart_backoff_max_s=10.0,
+            reconcile_interval_s=0,
+            cluster_name="outage",
+        )
+
+    _create_topic(own_kafka.bootstrap)
+    expected: dict[str, dict[tuple[str, int], int]] = {}
+    for i, gid in enumerate(GROUPS):
+        _commit(own_kafka.bootstrap, gid, {0: i + 1, 1: i + 2})
+        expected[gid] = {(TOPIC, 0): i + 1, (TOPIC, 1): i + 2}
+
+    mirror = Mirror(settings("live"), spark=spark).start()
+    try:
+        base = mirror.http.url
+        assert mirror.wait_ready(900)
+        for i, gid in enumerate(GROUPS[:3]):  # commits mid-stream, just before the outage
+            _commit(own_kafka.bootstrap, gid, {0: 50 + i})
+            expected[gid][(TOPIC, 0)] = 50 + i
+        deadline = time.monotonic() + 600
+        while any(_offsets(base, g) != expected[g] for g in GROUPS):
+            assert time.monotonic() < deadline, {g: _offsets(base, g) for g in GROUPS}
+            time.sleep(0.5)
+
+        # -- the outage ------------------------------------------------------------------------
+        own_kafka.stop()
+        down_at = time.monotonic()
+        seen_reasons: set[str] = set()
+        source_up_values: set[float] = set()
+        health_codes: set[int] = set()
+        while time.monotonic() - down_at < OUTAGE_S:
+            status, ready = get(f"{base}/ready")
+            if status == 503:
+                seen_reasons.add(str(ready["reason"]).split(":")[0])
+            health_codes.add(get(f"{base}/healthz")[0])
+            source_up_values.add(metric(_metrics(base), "coordinator_mirror_source_up"))
+            time.sleep(1.0)
+        failures_during = mirror.store.status.query_restarts, mirror.store.failure
+        own_kafka.restart()
+        back_at = time.monotonic()
+        print(
+            f"outage: /ready reasons {sorted(seen_reasons)}, source_up {sorted(source_up_values)}, "
+            f"/healthz {sorted(health_codes)}, restarts/failure at the end of the outage "
+            f"{failures_during}"
+        )
+        assert "source unavailable" in seen_reasons
+        assert 0.0 in source_up_values
+        assert health_codes == {200}  # the process stays up and says it is alive
+
+        # -- after the outage: commits again, the mirror catches up by itself -------------------
+        for i, gid in enumerate(GROUPS):
+            _commit(own_kafka.bootstrap, gid, {1: 200 + i})
+            expected[gid][(TOPIC, 1)] = 200 + i
+        deadline = time.monotonic() + 900
+        while True:
+            try:
+                if all(_offsets(base, g) == expected[g] for g in GROUPS) and get(f"{base}/ready")[0] == 200:
+                    break
+            except AssertionError:
+                pass
+            assert time.monotonic() < deadline, f"not caught up after the outage: {get(f'{base}/ready')}"
+            time.sleep(1.0)
+        print(
+            f"caught up {time.monotonic() - back_at:.0f}s after the broker came back; "
+            f"query restarts {mirror.store.status.query_restarts}"
+        )
+        assert metric(_metrics(base), "coordinator_mirror_source_up") == 1
+        mirror.wait_batches(1, 300)
+        live = {g["group_id"]: _group(base, g["group_id"])[1] for g in get(f"{base}/groups")[1]["groups"]}
+    finally:
+        mirror.stop()
+
+    reference = Mirror(settings("reference"), spark=spark).start()
+    try:
+        assert reference.wait_ready(900)
+        reference.wait_batches(1, 300)
+        rbase = reference.http.url
+        ref = {g["group_id"]: _group(rbase, g["group_id"])[1] for g in get(f"{rbase}/groups")[1]["groups"]}
+    finally:
+        reference.stop()
+    assert set(ref) == set(live) == set(GROUPS)
+    for gid in GROUPS:
+        assert live[gid] == ref[gid], gid
+        assert {(o["topic"], o["partition"]): o["offset"] for o in live[gid]["offsets"]} == expected[gid]
