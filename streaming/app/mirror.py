@@ -41,7 +41,7 @@ from streaming.app.errors import (
     first_line,
     scrub,
 )
-from streaming.cluster.client_config import ClientOptionError, librdkafka_config
+from streaming.cluster.client_config import ClientOptionError
 from streaming.cluster.groups import ClusterClient
 from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
@@ -376,7 +376,7 @@ class Mirror:
         if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
             return None
         try:
-            return OffsetReader(s.bootstrap_servers, librdkafka_config(s.kafka_options))
+            return OffsetReader(s.bootstrap_servers, s.kafka_options)
         except ClientOptionError as exc:
             raise SettingsError(
                 f"kafka_options: {exc} (the lag reader, a librdkafka AdminClient, connects with "

@@ -11,9 +11,12 @@ Escape hatch: an option spelled ``librdkafka.<name>`` is passed to librdkafka as
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+from collections import deque
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 LIBRDKAFKA_PREFIX: Final = "librdkafka."
 
@@ -153,3 +156,52 @@ def librdkafka_config(options: Mapping[str, str]) -> dict[str, str]:
         {k[len(LIBRDKAFKA_PREFIX) :]: v for k, v in options.items() if k.startswith(LIBRDKAFKA_PREFIX)}
     )
     return out
+
+
+class ClientLog(logging.Handler):
+    """A driver client's librdkafka log lines and error callbacks, kept -- never printed (a refused
+    handshake or an unreachable broker would print a line per retry) -- so that a failure can say
+    why: the call that fails reports only a timeout or "transport failure"."""
+
+    def __init__(self, name: str, keep: int = 50) -> None:
+        super().__init__(logging.DEBUG)
+        self._lines: deque[str] = deque(maxlen=keep)
+        self._lock_lines = threading.Lock()
+        self.logger = logging.getLogger(f"coordinator_mirror.librdkafka.{name}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.INFO)
+        self.logger.handlers = [self]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self._lock_lines:
+            self._lines.append(record.getMessage())
+
+    def error_cb(self, err: Any) -> None:
+        with self._lock_lines:
+            self._lines.append(str(err))
+
+    def lines(self) -> list[str]:
+        with self._lock_lines:
+            return list(self._lines)
+
+    def last(self, n: int = 3) -> str:
+        """The newest ``n`` lines, for an error message ("" when there are none)."""
+        return " | ".join(self.lines()[-n:])
+
+
+def driver_config(
+    bootstrap: str, options: Mapping[str, str], timeout_s: float, client_log: ClientLog | None = None
+) -> dict[str, Any]:
+    """The driver's librdkafka configuration: the mirror's Java-style ``options`` translated by
+    `librdkafka_config` (which refuses, naming the option, what librdkafka cannot honour), plus the
+    bootstrap servers, a client id and a connection timeout the options may override; librdkafka's
+    log lines and errors go to ``client_log`` (kept, not printed)."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "coordinator-mirror-driver",
+        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+    }
+    if client_log is not None:
+        conf.update(logger=client_log.logger, error_cb=client_log.error_cb)
+    conf.update(librdkafka_config(options))
+    return conf

@@ -16,26 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.cluster.client_config import librdkafka_config
-
-
-def driver_config(bootstrap: str, options: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
-    """The driver's librdkafka configuration: the mirror's Java-style ``kafka_options`` translated by
-    `librdkafka_config` (which refuses, naming the option, what librdkafka cannot honour), plus the
-    bootstrap servers, a client id and a connection timeout the options may override."""
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "client.id": "coordinator-mirror-driver",
-        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-        "log_level": 0,
-        "logger": _quiet,
-    }
-    conf.update(librdkafka_config(options))
-    return conf
-
-
-def _quiet(*_args: Any) -> None:
-    """librdkafka's log callback: the driver reports connection trouble itself, once."""
+from streaming.cluster.client_config import ClientLog, driver_config
 
 
 class BrokerUnreachableError(ConnectionError):
@@ -61,16 +42,20 @@ class ClusterClient:
         from confluent_kafka.admin import AdminClient
 
         self.timeout_s = timeout_s
-        self._admin = AdminClient(driver_config(bootstrap, options, timeout_s))
+        self.log = ClientLog("cluster")
+        self._admin = AdminClient(driver_config(bootstrap, options, timeout_s, self.log))
 
     def cluster_id(self) -> str:
         """The cluster id (DescribeCluster); `BrokerUnreachableError` when no broker answers in time."""
         answer = self._admin.describe_cluster(request_timeout=self.timeout_s)
         try:
             return str(answer.result(self.timeout_s + 1).cluster_id)
-        except TimeoutError as exc:  # the future itself timed out: not one broker answered
+        except Exception as exc:  # a timeout: not one broker answered -- librdkafka's lines say why
+            self._admin.poll(0.5)  # serves the log and error callbacks queued so far
+            why = self.log.last()
             raise BrokerUnreachableError(
-                f"no broker answered DescribeCluster within {self.timeout_s:.0f}s"
+                f"no broker answered DescribeCluster within {self.timeout_s:.0f}s ({exc})"
+                + (f"; the client reported: {why}" if why else "")
             ) from exc
 
     def topic_partitions(self, topic: str) -> int | None:

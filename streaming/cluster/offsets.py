@@ -21,12 +21,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streaming.cluster.client_config import ClientOptionError
+from streaming.cluster.client_config import ClientLog, ClientOptionError, driver_config
 from streaming.serving.lag import LogOffsets, PartitionEnds
 
 log = logging.getLogger("coordinator_mirror.offsets")
@@ -38,12 +37,13 @@ class OffsetReader:
     def __init__(
         self,
         bootstrap: str,
-        options: Mapping[str, str] | None = None,  # librdkafka's (`client_config.librdkafka_config`)
+        options: Mapping[str, str] | None = None,  # the mirror's Java-style kafka_options
         *,
         timeout_s: float = 10.0,
         describe_every: int = 30,
     ) -> None:
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap, **(options or {})}
+        self.log = ClientLog("offsets")
+        conf = driver_config(bootstrap, options or {}, timeout_s, self.log)
         try:
             self.admin = AdminClient(conf)
         except KafkaException as exc:  # an option librdkafka rejects (librdkafka.<name> passes any)

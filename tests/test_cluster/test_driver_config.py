@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cluster.client_config import ClientOptionError, librdkafka_config
-from streaming.cluster.groups import driver_config
+from streaming.cluster.client_config import ClientOptionError, driver_config, librdkafka_config
 
 
 def test_driver_config_is_the_translation_plus_bootstrap_and_timeouts() -> None:
