@@ -751,6 +751,13 @@ class Mirror:
                 log.exception("stopping the query failed")
         if self.http is not None:
             self.http.stop()
+        # the driver's own Kafka clients: their threads end with _stopped; dropping the clients
+        # destroys their librdkafka handles (no reconnecting to a cluster this mirror left)
+        for thread in (self._offsets_thread, self._supervisor):
+            if thread is not None:
+                thread.join(timeout=15)
+        self.offset_reader = None
+        self.cluster = None
         if self._owns_session and self.spark is not None:
             self.spark.stop()
 
