@@ -271,7 +271,8 @@ def commit_then_delete_topic(bootstrap: str, group: str, topic: str) -> None:
         c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
     finally:
         c.close()
-    for f in AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic]).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client fails its futures
+    for f in admin.delete_topics([topic]).values():
         f.result(60)
 
 
