@@ -3,8 +3,10 @@
 The mirror takes one spelling of client options everywhere -- Java's (``security.protocol``,
 ``sasl.jaas.config``, ``ssl.truststore.location``, ...), what Spark's Kafka source and every Kafka
 operator already know.  The driver's own reads (``capture``, the cluster room) run on librdkafka,
-which spells some of them differently and cannot read Java keystores.  This module translates, and
-refuses with the option's name what has no librdkafka equivalent -- never silently drops it.
+which spells some of them differently and cannot read Java keystores.  This module translates; a
+security option (``security.*``, ``sasl.*``, ``ssl.*``) without a librdkafka equivalent is refused
+with its name -- never dropped -- while other Java-only options (consumer tuning for Spark's source)
+are left out of the driver's admin clients.
 
 Escape hatch: an option spelled ``librdkafka.<name>`` is passed to librdkafka as ``<name>``.
 """
@@ -19,11 +21,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 LIBRDKAFKA_PREFIX: Final = "librdkafka."
+#: options of these families must translate, or the driver's client refuses to start
+SECURITY_PREFIXES: Final = ("security.", "sasl.", "ssl.")
 
 #: Java option names librdkafka understands with the same meaning and value format
 SAME: Final = frozenset(
     {
         "bootstrap.servers",
+        "client.dns.lookup",  # use_all_dns_ips / resolve_canonical_bootstrap_servers_only (librdkafka 2.2+)
         "client.id",
         "security.protocol",
         "sasl.mechanism",
@@ -134,10 +139,15 @@ _HANDLED: Final = frozenset(
 def librdkafka_config(options: Mapping[str, str]) -> dict[str, str]:
     """The librdkafka configuration for the mirror's Java-style ``options`` (no bootstrap added)."""
     out: dict[str, str] = {}
+    # An unknown option that concerns security is refused (never connect with less security than
+    # asked); any other unknown option tunes Spark's Java consumer (max.poll.records, ...) and has
+    # no say in the driver's admin reads: it is left out.
     unknown = sorted(
         k
         for k in options
-        if not k.startswith(LIBRDKAFKA_PREFIX) and k not in SAME | JAVA_ONLY_IGNORED | _HANDLED
+        if not k.startswith(LIBRDKAFKA_PREFIX)
+        and k not in SAME | JAVA_ONLY_IGNORED | _HANDLED
+        and k.startswith(SECURITY_PREFIXES)
     )
     if unknown:
         raise ClientOptionError(

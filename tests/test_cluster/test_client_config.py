@@ -35,6 +35,7 @@ TRANSLATED = [
     ({"ssl.endpoint.identification.algorithm": ""}, {"ssl.endpoint.identification.algorithm": "none"}),
     ({"ssl.endpoint.identification.algorithm": "HTTPS"}, {"ssl.endpoint.identification.algorithm": "https"}),
     ({"librdkafka.debug": "broker", "request.timeout.ms": "5000"}, {"debug": "broker"}),
+    ({"client.dns.lookup": "use_all_dns_ips"}, {"client.dns.lookup": "use_all_dns_ips"}),
 ]
 
 
@@ -55,8 +56,14 @@ REFUSED = [
         {"sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required username=x;"},
         "password missing",
     ),
-    ({"max.poll.records": "10"}, "max.poll.records"),
+    ({"ssl.engine.factory.class": "com.example.Engine"}, "ssl.engine.factory.class"),
+    ({"sasl.client.callback.handler.class": "com.example.Handler"}, "sasl.client.callback.handler.class"),
 ]
+
+
+def test_java_consumer_tuning_is_left_out_and_dns_lookup_kept() -> None:
+    java = {"max.poll.records": "10", "fetch.min.bytes": "1", "client.dns.lookup": "use_all_dns_ips"}
+    assert librdkafka_config(java) == {"client.dns.lookup": "use_all_dns_ips"}
 
 
 @pytest.mark.parametrize(("java", "named"), REFUSED)
