@@ -19,6 +19,10 @@ from typing import Any
 from streaming.cluster.client_config import ClientLog, driver_config
 
 
+class TopicAuthorizationError(PermissionError):
+    """The principal may not see the topic (a missing ACL)."""
+
+
 class BrokerUnreachableError(ConnectionError):
     """No broker of the cluster answered in time (`streaming.app.errors` makes it exit code 3)."""
 
@@ -62,6 +66,12 @@ class ClusterClient:
         """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet)."""
         md = self._admin.list_topics(topic=topic, timeout=self.timeout_s)
         t = md.topics.get(topic)
+        if t is not None and t.error is not None and t.error.name() == "TOPIC_AUTHORIZATION_FAILED":
+            # not "missing": a principal without Read/Describe on the topic sees it as an error,
+            # and waiting for it would never end (`streaming.app.errors` makes this exit 7)
+            raise TopicAuthorizationError(
+                f"TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [{topic}]"
+            )
         if t is None or t.error is not None or not t.partitions:
             return None
         if any(p.leader < 0 for p in t.partitions.values()):
