@@ -252,8 +252,14 @@ def test_lag_and_health_on_the_real_broker(spark: Any, kafka: Any, lab: Any, tmp
         _, detail = get(f"{url}/v3/kafka/default/consumer/{urllib.parse.quote(g['rewind'], safe='')}")
         offsets = detail["topics"][topic][0]["offsets"]
         window = [o["offset"] for o in offsets if o]
-        after = window[window.index(60) + 1 :]  # the rewind to 30, then the same offset again
-        assert after and after == [30] * len(after)
+        # the rewind to 30, then the same offset again -- the consumer keeps committing, so on a
+        # slow run the window (burrow_intervals commits) may have slid past the 60 already
+        assert window and window[-1] == 30
+        if 60 in window:
+            after = window[window.index(60) + 1 :]
+            assert after and after == [30] * len(after)
+        else:
+            assert set(window) == {30}
 
         # -- the exposition: kafka-lag-exporter's series equal the broker's figures
         with urllib.request.urlopen(f"{url}/metrics", timeout=30) as resp:
