@@ -6,14 +6,21 @@
 1. Preload: a local broker (50 partitions of __consumer_offsets, like production) receives
    ``--records`` offset-commit records through real OffsetCommit requests (AdminClient
    alter_consumer_group_offsets: one request per group and round, ``--partitions`` partitions each).
-2. (a) Spark's raw read of the topic into a noop sink; (b) the mirror from earliest until caught
-   up, once per ``--max-offsets-per-trigger`` value (each on a new checkpoint).  Records/s of both,
-   their ratio, peak memory of the Spark JVM and the Python workers, state size.
-3. Latency: under a steady commit rate, commit -> visible in ``GET /groups/{id}`` (p50/p99),
-   against the trigger interval.
-4. 10k groups active in one micro-batch: one commit for each of ``--groups`` groups, all in one
+2. (0) the floor: a plain confluent-kafka consumer reading the same records from earliest to the
+   end offsets and doing nothing else (the physical floor of reading that topic on this machine);
+   (a) Spark's raw read of the topic into a noop sink; (b) the mirror from earliest until caught
+   up, once per ``--max-offsets-per-trigger`` value (each on a new checkpoint): query start ->
+   ready, against the floor.  Records/s, ratios, peak memory of the Spark JVM and the Python
+   workers, state size.
+3. (p) process start -> ``/ready``: ``coordinator-mirror run`` as its own process on a new
+   checkpoint (JVM start, session, jars, query, backfill), polled over HTTP.
+4. Latency: under a steady commit rate (``--latency-rate`` commits/s spread over every group),
+   commit -> visible in ``GET /groups/{id}`` (p50/p99), against the trigger interval.
+5. Active groups in one micro-batch: one commit for each of ``--burst-groups`` groups, all in one
    producer transaction (read_committed makes them visible together), against the running mirror;
-   the duration of the batch that folds them.
+   the duration of the batch that folds them, against applyInPandasWithState's own floor for as
+   many groups (bench/stateful_floor.py's no-op function, 2 columns, existing state) measured in
+   the same Spark session.
 
 Figures are printed; nothing is asserted (benchmarks report, tests decide).  The machine is noisy:
 compare the ratios measured in one run.
@@ -140,6 +147,82 @@ def commit_one(admin: Any, group: str, topic: str, partition: int, offset: int) 
 
 
 # ------------------------------------------------------------------------------------- measurements
+def floor_read(bootstrap: str, partitions: list[int]) -> tuple[int, float]:
+    """(0): a plain librdkafka consumer, earliest -> end of every partition, nothing else."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-floor",  # never used for commits: assign(), no subscribe()
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
+    started = time.monotonic()
+    consumer.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in partitions])
+    pending = set(partitions)
+    rows = 0
+    while pending:
+        for msg in consumer.consume(num_messages=100_000, timeout=1.0):
+            err = msg.error()
+            if err is None:
+                rows += 1
+            elif err.code() == KafkaError._PARTITION_EOF:
+                pending.discard(msg.partition())
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return rows, elapsed
+
+
+def process_to_ready(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """(p): ``coordinator-mirror run`` as a process of its own on a new checkpoint: seconds from
+    the process's start to ``/ready`` answering 200."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        str(Path(sys.executable).with_name("coordinator-mirror")),
+        "run",
+        "--bootstrap-servers",
+        bootstrap,
+        "--checkpoint-location",
+        str(workdir / "process-ckpt"),
+        "--http-port",
+        str(port),
+        "--trigger-interval-s",
+        str(args.trigger),
+        "--log-level",
+        "WARNING",
+    ]
+    log_path = workdir / "process-run.log"
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            ready_s = None
+            while proc.poll() is None and time.monotonic() - started < 600:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as resp:
+                        if resp.status == 200:
+                            ready_s = time.monotonic() - started
+                            break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):
+                    pass
+                time.sleep(0.1)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    if ready_s is None:
+        raise RuntimeError(f"the mirror process never became ready; see {log_path}")
+    return {"seconds_process_start_to_ready": round(ready_s, 1)}
+
+
 def raw_read(spark: Any, bootstrap: str, partitions: list[int], workdir: Path) -> tuple[int, float]:
     import json as _json
 
@@ -250,6 +333,9 @@ def main() -> int:
         help="(b) once per value, each from a new checkpoint (default: the mirror's default)",
     )
     ap.add_argument("--latency-seconds", type=float, default=60.0)
+    ap.add_argument("--latency-rate", type=float, default=500.0, help="background commits/s")
+    ap.add_argument("--burst-groups", type=int, default=None, help="default: min(--groups, 10000)")
+    ap.add_argument("--skip-process", action="store_true", help="skip (p), process start -> ready")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
@@ -280,6 +366,13 @@ def main() -> int:
             },
         )
         partitions = list(range(args.offsets_partitions))
+        floor_rows, floor_s = floor_read(broker.bootstrap, partitions)
+        figures["floor_confluent_kafka"] = {
+            "records": floor_rows,
+            "seconds": round(floor_s, 2),
+            "records_per_s": round(floor_rows / floor_s),
+        }
+        log(f"(0) floor: {floor_rows:,} records in {floor_s:.2f}s = {floor_rows / floor_s:,.0f}/s")
         rows, elapsed = raw_read(spark, broker.bootstrap, partitions, workdir)
         figures["a_raw_read"] = {
             "records": rows,
@@ -287,6 +380,10 @@ def main() -> int:
             "records_per_s": round(rows / elapsed),
         }
         log(f"(a) raw read: {rows:,} records in {elapsed:.1f}s = {rows / elapsed:,.0f}/s")
+
+        if not args.skip_process:
+            figures["p_process"] = process_to_ready(broker.bootstrap, args, workdir)
+            log(f"(p) process start -> ready: {figures['p_process']}")
 
         # (b) once per --max-offsets-per-trigger value, each on a fresh checkpoint; the last
         # mirror stays up for the latency and burst phases
@@ -298,10 +395,12 @@ def main() -> int:
             checkpoint = workdir / f"mirror-ckpt-{i}"
             mirror, b, phases = mirror_backfill(spark, broker.bootstrap, args, per_trigger, checkpoint)
             b["ratio_b_over_a"] = round(b["records_per_s"] / figures["a_raw_read"]["records_per_s"], 2)
+            b["ready_over_floor"] = round(b["seconds_to_ready"] / floor_s, 2)
             runs.append(b)
             log(
                 f"(b) mirror, max_offsets_per_trigger={per_trigger:,}: {b['records']:,} records in "
-                f"{b['seconds_to_ready']:.1f}s = {b['records_per_s']:,}/s (ratio {b['ratio_b_over_a']})"
+                f"{b['seconds_to_ready']:.1f}s = {b['records_per_s']:,}/s (ratio {b['ratio_b_over_a']}; "
+                f"{b['ready_over_floor']}x the floor)"
             )
         assert mirror is not None
         figures["b_mirror"] = runs
@@ -314,21 +413,35 @@ def main() -> int:
         latencies: list[float] = []
         stop = threading.Event()
 
-        def background() -> None:  # steady load on other groups: ~500 commits/s
-            i = 0
+        sent = [0]
+
+        def background() -> None:  # steady load spread over every group, --latency-rate commits/s
+            from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+            inflight: list[Any] = []
+            began = time.monotonic()
             while not stop.is_set():
-                commit_one(
-                    admin,
-                    f"bench-g{i % args.groups}",
-                    f"bench-t{(i % args.groups) % args.topics}",
-                    i % args.partitions,
-                    10_000 + i,
-                )
-                i += 1
-                time.sleep(0.002)
+                due = int((time.monotonic() - began) * args.latency_rate)
+                while sent[0] < due:
+                    i = sent[0]
+                    g = (i * 7919) % args.groups
+                    req = ConsumerGroupTopicPartitions(
+                        f"bench-g{g}",
+                        [TopicPartition(f"bench-t{g % args.topics}", i % args.partitions, 10_000 + i)],
+                    )
+                    inflight.extend(admin.alter_consumer_group_offsets([req]).values())
+                    sent[0] += 1
+                if len(inflight) > 1000:
+                    for fut in inflight:
+                        fut.result(60)
+                    inflight.clear()
+                time.sleep(0.01)
+            for fut in inflight:
+                fut.result(60)
 
         bg = threading.Thread(target=background, daemon=True)
         bg.start()
+        bg_started = time.monotonic()
         deadline = time.monotonic() + args.latency_seconds
         offset = 0
         while time.monotonic() < deadline:
@@ -347,9 +460,10 @@ def main() -> int:
                 time.sleep(0.02)
             time.sleep(0.5)
         stop.set()
-        bg.join(10)
+        bg.join(60)
         latencies.sort()
         figures["latency"] = {
+            "background_commits_per_s": round(sent[0] / (time.monotonic() - bg_started)),
             "samples": len(latencies),
             "trigger_s": args.trigger,
             "p50_s": round(statistics.median(latencies), 2),
@@ -362,17 +476,16 @@ def main() -> int:
         # One commit per group inside ONE producer transaction: under read_committed none of them
         # is visible before the commit markers, then all are -- so one trigger sees them together
         # (commits issued one by one would straddle several triggers).
+        burst = args.burst_groups or min(args.groups, 10_000)
         history_before = len(mirror.progress_history)
         t1 = time.monotonic()
-        burst_in_one_transaction(broker.bootstrap, args.groups, args.topics)
-        log(f"committed to {args.groups} groups in one transaction in {time.monotonic() - t1:.1f}s")
+        burst_in_one_transaction(broker.bootstrap, burst, args.topics)
+        log(f"committed to {burst} groups in one transaction in {time.monotonic() - t1:.1f}s")
         deadline = time.monotonic() + 300
         big: list[dict[str, Any]] = []
         while not big and time.monotonic() < deadline:
             time.sleep(0.5)
-            big = [
-                p for p in list(mirror.progress_history)[history_before:] if p["input_rows"] >= args.groups
-            ]
+            big = [p for p in list(mirror.progress_history)[history_before:] if p["input_rows"] >= burst]
         time.sleep(1)  # the sink hook records the batch's phases right after its progress
         figures["active_groups_batches"] = [
             {
@@ -384,9 +497,30 @@ def main() -> int:
             | phases.get(p["batch_id"], {})
             for p in big
         ]
-        log(f"the micro-batch folding {args.groups} active groups: {figures['active_groups_batches']}")
+        log(f"the micro-batch folding {burst} active groups: {figures['active_groups_batches']}")
         figures["peak_rss_bytes"] = sampler.stop()
+        figures["state_bytes"] = mirror.progress_history[-1].get("state_bytes")
         mirror.stop()
+
+        # ---- applyInPandasWithState's own floor for as many groups, same session
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import stateful_floor
+        from pyspark import cloudpickle
+
+        # the no-op fold travels by value: the Python workers cannot import bench/
+        cloudpickle.register_pickle_by_value(stateful_floor)
+        floor_run = stateful_floor.run
+
+        floor_times = floor_run(spark, tempfile.mkdtemp(prefix="floor-", dir=workdir), burst, 2, 3)
+        floor_best = min(floor_times[1:])
+        batch_s = min(b["addBatch_ms"] for b in figures["active_groups_batches"]) / 1000
+        figures["per_group"] = {
+            "groups": burst,
+            "mirror_batch_addBatch_s": batch_s,
+            "framework_floor_s": round(floor_best, 2),
+            "ratio": round(batch_s / floor_best, 2),
+        }
+        log(f"per group: {figures['per_group']}")
         spark.stop()
     finally:
         broker.stop()
