@@ -507,9 +507,10 @@ def detail() -> dict[str, Any]:
             "High watermark, last stable offset and log-start offset of the partitions the group lags on.",
         ),
         timeseries(
-            "Deleted topics still committed to",
+            "Deleted topics still used",
             [target(sel("coordinator_mirror_topic_deleted", group=G), "{{topic}}")],
-            "Topics the group commits to or is assigned that the cluster no longer has.",
+            "Topics the cluster does not have that the group's members still subscribe to (or, until the "
+            "broker's offset tombstones are folded, commits to or is assigned).",
         ),
     ]
     annotations = [

@@ -129,6 +129,7 @@ class Mirror:
             self.lag, settings.cluster_name, settings.burrow_intervals, settings.burrow_min_distance_s
         )
         self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+        self._group_filter = GroupFilter(*settings.group_filter)  # the reason of a lag 404
         self.offset_reader: OffsetReader | None = None
         self._offsets_thread: threading.Thread | None = None
         #: groups changed since the offsets thread's last round (`_on_batch_lag`)
@@ -188,7 +189,7 @@ class Mirror:
                 self.store,
                 metrics=self.metrics_exposition,
                 health=self.health,
-                lag_route=lambda path: lag_route(self.lag, self.burrow, path, int(time.time() * 1000)),
+                lag_route=self._lag_route,
                 topic_names=lambda: self.lag.topic_names,
                 openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
                 credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
@@ -383,6 +384,22 @@ class Mirror:
                 "kafka_options; fix the option or set lag_enabled=false)"
             ) from None
 
+    def _lag_route(self, path: str) -> tuple[int, Any] | None:
+        keep = self._group_filter
+
+        def mirrored(group_id: str) -> bool:
+            snap = self.store.group(group_id)
+            return snap is not None and bool(snap.get("exists", True))
+
+        return lag_route(
+            self.lag,
+            self.burrow,
+            path,
+            int(time.time() * 1000),
+            filtered=lambda gid: bool(keep) and not keep.keeps(gid),
+            mirrored=mirrored,
+        )
+
     def _lag_apply(self, groups: Any) -> None:
         """Groups as applied to the store (state bytes, a rendered snapshot, or None: deleted) into
         the lag tracker and Burrow's window of commits."""
@@ -427,7 +444,7 @@ class Mirror:
         while True:
             try:
                 self._drain_lag_pending()
-                r = self.offset_reader.read(self.lag.wanted())
+                r = self.offset_reader.read(self.lag.wanted(), self.lag.subscribed())
                 self.lag.apply_round(r)
                 now_ms = int(time.time() * 1000)
                 events = self.burrow.evaluate_all(now_ms)

@@ -76,7 +76,9 @@ class OffsetReader:
         return 1
 
     # -- a round ----------------------------------------------------------------------------------
-    def read(self, wanted: Iterable[Tp]) -> LogOffsets:
+    def read(self, wanted: Iterable[Tp], subscribed: Iterable[str] = ()) -> LogOffsets:
+        """One round over ``wanted`` partitions; ``subscribed`` topics are only checked against
+        the cluster's metadata (reported in ``missing_topics`` when it does not have them)."""
         started = time.monotonic()
         at_ms = int(time.time() * 1000)
         requests = 0
@@ -90,8 +92,11 @@ class OffsetReader:
                 live = set(existing)
                 self.names = {tid: n for tid, n in self.names.items() if n in live}
             requests += self._describe(todo)
+            wanted = list(wanted)
             asked = sorted({(t, p) for t, p in wanted if t in existing})
-            missing = frozenset(t for t, _ in wanted if t not in existing)
+            missing = frozenset(t for t, _ in wanted if t not in existing) | frozenset(
+                t for t in subscribed if t not in existing
+            )
             parts: dict[Tp, PartitionEnds] = {}
             if asked:
                 earliest = self._list(asked, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)

@@ -26,7 +26,7 @@ import socket
 import threading
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote
@@ -126,6 +126,8 @@ class CommitHistory:
         self.min_distance_ms = int(min_distance_s * 1000)
         self._lock = threading.Lock()
         self._groups: dict[str, dict[tuple[str, int], array[int]]] = {}
+        #: groups recorded (changed or deleted) since `take_dirty`
+        self._dirty: set[str] = set()
 
     def record(self, changed: Iterable[tuple[str, GroupOffsets | None]], tracker: LagTracker) -> None:
         """The groups the sink applied: a commit newer than the window's newest is appended, with
@@ -135,6 +137,7 @@ class CommitHistory:
         width = 3 * self.intervals
         with self._lock:
             for gid, view in changed:
+                self._dirty.add(gid)
                 if view is None:
                     self._groups.pop(gid, None)
                     continue
@@ -173,6 +176,19 @@ class CommitHistory:
     def groups(self) -> list[str]:
         with self._lock:
             return sorted(self._groups)
+
+    def take_dirty(self) -> set[str]:
+        """The groups recorded since the previous call (their window or owners may differ)."""
+        with self._lock:
+            out, self._dirty = self._dirty, set()
+        return out
+
+    def touching(self, partitions: set[tuple[str, int]]) -> set[str]:
+        """The groups whose window holds one of ``partitions``."""
+        if not partitions:
+            return set()
+        with self._lock:
+            return {gid for gid, g in self._groups.items() if not g.keys().isdisjoint(partitions)}
 
     def memory_entries(self) -> int:
         with self._lock:
@@ -241,6 +257,21 @@ def evaluate(
     return GroupStatus(group_id, status, parts, complete, sum(p.current_lag for p in parts), maxlag)
 
 
+_NEVER: Final = 2**63 - 1
+
+
+def _rule3_at(gs: GroupStatus, now_ms: int) -> int:
+    """The earliest time after which Rule 3 (stopped) turns true for a partition of the group
+    with current lag that is not STOP yet (its window unchanged): ``now > 2 * newest - oldest``."""
+    at = _NEVER
+    for p in gs.partitions:
+        if p.current_lag > 0 and p.commits and p.status != STOP:
+            flip = 2 * p.commits[-1][1] - p.commits[0][1]
+            if flip >= now_ms:
+                at = min(at, flip)
+    return at
+
+
 class StatusWatcher:
     """Status changes between evaluations, as change events (``group_status_changed``,
     ``offset_rewound``, ``partition_stalled``); the latest statuses for the metrics."""
@@ -248,12 +279,16 @@ class StatusWatcher:
     def __init__(self, max_events: int = 1000) -> None:
         self.groups: dict[str, int] = {}
         self.partitions: dict[tuple[str, str, int], int] = {}
+        self._keys: dict[str, list[tuple[str, str, int]]] = {}  # group -> its keys in partitions
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
 
-    def update(self, statuses: Iterable[GroupStatus], now_ms: int) -> list[dict[str, Any]]:
+    def update(
+        self, statuses: Iterable[GroupStatus], now_ms: int, removed: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The statuses of the groups evaluated.  ``removed`` None: ``statuses`` are every group
+        (the others are gone); else only those groups changed, and ``removed`` are gone."""
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        parts: dict[tuple[str, str, int], int] = {}
         for gs in statuses:
             seen.add(gs.group)
             before = self.groups.get(gs.group)
@@ -268,9 +303,10 @@ class StatusWatcher:
                     )
                 )
             self.groups[gs.group] = gs.status
+            keys: list[tuple[str, str, int]] = []
             for p in gs.partitions:
                 key = (gs.group, p.topic, p.partition)
-                parts[key] = p.status
+                keys.append(key)
                 if p.status != self.partitions.get(key) and p.status in (REWIND, STALL):
                     etype = "offset_rewound" if p.status == REWIND else "partition_stalled"
                     out.append(
@@ -283,9 +319,20 @@ class StatusWatcher:
                             offset=p.commits[-1][0] if p.commits else None,
                         )
                     )
-        for gid in [g for g in self.groups if g not in seen]:
-            del self.groups[gid]
-        self.partitions = parts
+            for key in self._keys.get(gs.group, ()):
+                self.partitions.pop(key, None)
+            for key, p in zip(keys, gs.partitions, strict=True):
+                self.partitions[key] = p.status
+            self._keys[gs.group] = keys
+        gone = (
+            [g for g in self.groups if g not in seen]
+            if removed is None
+            else [g for g in removed if g not in seen]
+        )
+        for gid in gone:
+            self.groups.pop(gid, None)
+            for key in self._keys.pop(gid, ()):
+                self.partitions.pop(key, None)
         self.events.extend(out)
         return out
 
@@ -339,6 +386,11 @@ class Burrow:
         self.history = CommitHistory(intervals, min_distance_s)
         self.watcher = StatusWatcher()
         self.host = socket.gethostname()
+        #: group -> re-evaluate once the time passes this (Rule 3 turns true), for the groups whose
+        #: inputs did not change
+        self._recheck: dict[str, int] = {}
+        self._last_now: int | None = None
+        self.last_evaluated = 0  # groups evaluated by the last `evaluate_all`
 
     def status(self, group_id: str, now_ms: int) -> GroupStatus | None:
         window = self.history.window(group_id)
@@ -355,9 +407,45 @@ class Burrow:
                 out.append(gs)
         return out
 
-    def evaluate_all(self, now_ms: int) -> list[dict[str, Any]]:
-        """One evaluation of every group (after each offsets round): the change events."""
-        return self.watcher.update(self.statuses(now_ms), now_ms)
+    def evaluate_all(self, now_ms: int, *, full: bool = False) -> list[dict[str, Any]]:
+        """One evaluation after each offsets round: the change events.
+
+        Only the groups whose status can have changed are evaluated (``full``: every group; the
+        results are the same, tests/test_streaming/test_burrow_incremental.py).  A partition's
+        status (`partition_status`) reads its window of commits, the current lag, the recent
+        sampled ends and the time (Rule 3); so a group is evaluated again when
+
+        * it was recorded (its window, committed offsets or owners may differ), or deleted;
+        * one of its window's partitions changed end offset or sampled ends (current lag, Rule 3's
+          "recently caught up"), or left the round;
+        * the time passed the moment Rule 3 turns true for one of its partitions with lag that is
+          not STOP yet: newest commit + (newest - oldest commit time);
+        * topic names changed, the clock went back, or it is the first evaluation: every group."""
+        changed, everything = self.tracker.take_changes()
+        dirty = self.history.take_dirty()
+        last, self._last_now = self._last_now, now_ms
+        if full or everything or last is None or now_ms < last:
+            todo = self.history.groups()
+            removed: list[str] | None = None
+        else:
+            due = {gid for gid, at in self._recheck.items() if now_ms > at}
+            todo = sorted(dirty | due | self.history.touching(changed))
+            removed = []
+        statuses: list[GroupStatus] = []
+        for gid in todo:
+            gs = self.status(gid, now_ms)
+            if gs is None:
+                self._recheck.pop(gid, None)
+                if removed is not None:
+                    removed.append(gid)
+                continue
+            statuses.append(gs)
+            self._recheck[gid] = _rule3_at(gs, now_ms)
+        if removed is None:
+            live = {gs.group for gs in statuses}
+            self._recheck = {gid: at for gid, at in self._recheck.items() if gid in live}
+        self.last_evaluated = len(todo)
+        return self.watcher.update(statuses, now_ms, removed)
 
     # -- routes ----------------------------------------------------------------------------
     def _reply(self, path: str, message: str, **body: Any) -> dict[str, Any]:
@@ -431,24 +519,55 @@ class Burrow:
 
 
 def lag_route(
-    tracker: LagTracker, burrow: Burrow | None, path: str, now_ms: int
+    tracker: LagTracker,
+    burrow: Burrow | None,
+    path: str,
+    now_ms: int,
+    *,
+    filtered: Callable[[str], bool] | None = None,
+    mirrored: Callable[[str], bool] | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
     """The lag side of the HTTP API: Burrow's ``/v3/kafka/...`` paths, and
     ``GET /groups/{id}/lag`` -- per partition committed offset, end, lag in messages and seconds,
-    owner, ``topic_deleted`` -- with the round's sample time (``sampled_at_ms``: how fresh the
-    figures are).  None: not one of these paths."""
+    owner, ``topic_deleted``; the group's ``deleted_topics`` -- with the round's sample time
+    (``sampled_at_ms``: how fresh the figures are).  None: not one of these paths.
+
+    A group without lag is a 404 ``group_not_found`` whose ``reason`` says why (`not_found_reason`):
+    ``filtered`` (``filtered(id)``: the group filter excludes it), ``deleted`` (deleted in the log
+    while the mirror ran), ``pending`` (``mirrored(id)``: in the mirror, not applied to the lag
+    tracker yet) or ``unknown``."""
     if burrow is not None and path.startswith("/v3/"):
         return burrow.route(path, now_ms)
     if path.startswith("/groups/") and path.endswith("/lag"):
         group_id = unquote(path[len("/groups/") : -len("/lag")])
         rows = tracker.group_lag(group_id)
-        if rows is None:
-            return 404, {"error": "group_not_found", "group_id": group_id}
+        view = tracker.groups.get(group_id)
+        if rows is None or view is None:
+            reason, message = not_found_reason(tracker, group_id, filtered, mirrored)
+            body = {"error": "group_not_found", "group_id": group_id, "reason": reason, "message": message}
+            return 404, body
         r = tracker.round
         return 200, {
             "group_id": group_id,
             "isolation": tracker.isolation,
             "sampled_at_ms": None if r is None else r.sampled_at_ms,
+            "deleted_topics": tracker.deleted_topics(view, rows),
             "partitions": lag_json(rows),
         }
     return None
+
+
+def not_found_reason(
+    tracker: LagTracker,
+    group_id: str,
+    filtered: Callable[[str], bool] | None,
+    mirrored: Callable[[str], bool] | None,
+) -> tuple[str, str]:
+    """Why ``GET /groups/{id}/lag`` has no lag for a group: (reason, message)."""
+    if filtered is not None and filtered(group_id):
+        return "filtered", "the group filter (group_allow_regex / group_deny_regex) excludes this group"
+    if group_id in tracker.deleted:
+        return "deleted", "the group was deleted in the log (tombstone, DeleteGroups or expiry)"
+    if mirrored is not None and mirrored(group_id):
+        return "pending", "mirrored, not in the lag tracker yet: applied before the next lag round"
+    return "unknown", "the mirror has no such group"

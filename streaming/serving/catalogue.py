@@ -343,8 +343,10 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
     _l(
         "coordinator_mirror_topic_deleted",
-        "1 for a topic some group still commits to or is assigned that the cluster does not have "
-        "(deleted; a topic id no one can name stays an id).",
+        "1 for a topic the cluster does not have (deleted, or never created) that the group commits "
+        "to, is assigned or its members subscribe to by name (a topic id no one can name stays an id). "
+        "The broker tombstones a deleted topic's committed offsets at once, so commits flag it only "
+        "briefly; subscriptions flag it while the members keep them.",
         (CLUSTER, GROUP, "topic"),
         source="round missing topics",
     ),

@@ -44,6 +44,8 @@ from state.model import CONSUMER, SHARE, Group
 TopicPartition = tuple[str, int]
 #: a topic id as Kafka writes it in text: 16 bytes, URL-safe base64 without padding
 _TOPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{22}$")
+#: how many deleted group ids the tracker remembers (for the reason of a 404)
+DELETED_REMEMBERED: Final = 10_000
 UNKNOWN: Final = "unknown"  # owner labels of a partition no member is assigned (kafka-lag-exporter's)
 
 
@@ -96,19 +98,22 @@ class LookupTable:
         p = self.points
         return (p[-2], p[-1]) if p else None
 
-    def add(self, offset: int, time_ms: int) -> None:
+    def add(self, offset: int, time_ms: int) -> bool:
+        """Add a sample; True when the points' offsets changed (a point appended), False when the
+        sample was ignored or only moved a flat line's right end out in time."""
         p = self.points
         if p:
             last_offset, last_time = p[-2], p[-1]
             if last_time >= time_ms or last_offset > offset:
-                return  # out of order, or not monotonic (a truncated log): ignored as they do
+                return False  # out of order, or not monotonic (a truncated log): ignored as they do
             if last_offset == offset and len(p) >= 4 and p[-4] == offset:
                 p[-1] = time_ms  # a flat line stays one segment: move its right end out
-                return
+                return False
         if len(p) >= 2 * self.limit:
             del p[:2]
         p.append(offset)
         p.append(time_ms)
+        return True
 
     def predict_ms(self, offset: int) -> float | None:
         """When the log end passed ``offset`` (ms), or None with fewer than two points; the
@@ -190,6 +195,8 @@ class GroupOffsets:
     offsets: dict[TopicPartition, tuple[int, int]]
     owners: dict[TopicPartition, Owner]
     topic_ids: dict[str, str]  # id -> name learned from the log
+    #: topic names the members subscribe to (classic subscriptions, KIP-848 SubscribedTopicNames)
+    subscribed: frozenset[str] = frozenset()
 
 
 def group_owners(g: Group) -> dict[TopicPartition, Owner]:
@@ -215,7 +222,8 @@ def group_offsets(g: Group) -> GroupOffsets:
     for (t, _), e in g.offsets.items():
         if e[5] and t != e[5]:
             ids[e[5]] = t
-    return GroupOffsets(g.display_kind or "unknown", offsets, owners, ids)
+    subscribed = frozenset(t for m in g.members.values() for t in (m.subscribed_topics or ()))
+    return GroupOffsets(g.display_kind or "unknown", offsets, owners, ids, subscribed)
 
 
 @dataclass(frozen=True)
@@ -255,6 +263,13 @@ class LagTracker:
         #: topic id -> name: the log's and the cluster's (the cluster wins)
         self.topic_names: dict[str, str] = {}
         self.listeners: list[Any] = []
+        #: ids of groups deleted (tombstone, DeleteGroups, expiry) since, newest last, bounded: the
+        #: reason of a 404 from ``GET /groups/{id}/lag``
+        self.deleted: dict[str, None] = {}
+        #: what changed for Burrow's evaluation since it last looked (`take_changes`): the
+        #: partitions whose end or sampled ends changed; everything (topic names changed)
+        self._changed: set[TopicPartition] = set()
+        self._all_changed = True
 
     # -- inputs --------------------------------------------------------------------------------
     def apply_groups(
@@ -268,11 +283,18 @@ class LagTracker:
         with self._lock:
             for gid, view in out:
                 if view is None:
-                    self.groups.pop(gid, None)
+                    if self.groups.pop(gid, None) is not None:
+                        self.deleted.pop(gid, None)
+                        self.deleted[gid] = None
+                        if len(self.deleted) > DELETED_REMEMBERED:
+                            del self.deleted[next(iter(self.deleted))]
                 else:
+                    self.deleted.pop(gid, None)
                     self.groups[gid] = view
                     for tid, name in view.topic_ids.items():
-                        self.topic_names.setdefault(tid, name)
+                        if tid not in self.topic_names:
+                            self.topic_names[tid] = name
+                            self._all_changed = True  # rows may be named differently now
             if out:
                 self.version += 1
         return out
@@ -291,24 +313,48 @@ class LagTracker:
                 out.add((names.get(t, t), p))
         return {(t, p) for t, p in out if not (looks_like_topic_id(t) and t not in names.values())}
 
+    def subscribed(self) -> set[str]:
+        """Every topic name some group's members subscribe to: the offsets reader checks that the
+        cluster has them (a deleted topic still subscribed to is flagged; nothing is read)."""
+        with self._lock:
+            groups = list(self.groups.values())
+        return {t for v in groups for t in v.subscribed}
+
     def apply_round(self, r: LogOffsets) -> None:
         end = self.end_of
         with self._lock:
             if r.error is not None and not r.partitions:
                 self.failed_rounds += 1
                 return
+            before = self.round.partitions if self.round is not None else {}
             self.round = r
             self.rounds += 1
             self.version += 1
+            if any(self.topic_names.get(tid) != name for tid, name in r.topic_names.items()):
+                self._all_changed = True
             self.topic_names.update(r.topic_names)
+            changed = self._changed
             for tp, ends in r.partitions.items():
                 table = self.tables.get(tp)
                 if table is None:
                     table = self.tables[tp] = LookupTable(self.lookup_points)
-                table.add(end(ends), r.sampled_at_ms)
+                appended = table.add(end(ends), r.sampled_at_ms)
+                old = before.get(tp)
+                if appended or old is None or end(old) != end(ends):
+                    changed.add(tp)
+            changed.update(tp for tp in before if tp not in r.partitions)
             # partitions no longer wanted (or gone) drop their tables, as kafka-lag-exporter evicts
             for tp in [tp for tp in self.tables if tp not in r.partitions]:
                 del self.tables[tp]
+
+    def take_changes(self) -> tuple[set[TopicPartition], bool]:
+        """What changed since the previous call (Burrow's incremental evaluation): the partitions
+        whose end offset or sampled ends changed (or that left the round), and whether every
+        group must be evaluated again (topic names changed)."""
+        with self._lock:
+            out = (self._changed, self._all_changed)
+            self._changed, self._all_changed = set(), False
+        return out
 
     def end_of(self, ends: PartitionEnds) -> int:
         return ends.stable if self.isolation == "read_committed" else ends.high_watermark
@@ -329,6 +375,18 @@ class LagTracker:
             and topic not in self.topic_names
             and topic not in r.topic_names.values()
         )
+
+    def deleted_topics(self, view: GroupOffsets, rows: Iterable[PartitionLag]) -> list[str]:
+        """Topics the group commits to, is assigned or subscribes to that the cluster does not
+        have.  The broker itself tombstones every group's offsets on a topic when it is deleted
+        (the group coordinator's ``onPartitionsDeleted``, ~0.1 s after the deletion), so committed
+        offsets flag a deleted topic only until the mirror folds those tombstones; members still
+        subscribed to it by name flag it for as long as they are."""
+        r = self.round
+        missing = r.missing_topics if r is not None else frozenset()
+        out = {x.topic for x in rows if x.topic_deleted}
+        out.update(t for t in view.subscribed if t in missing)
+        return sorted(out)
 
     def group_lag(self, group_id: str) -> list[PartitionLag] | None:
         with self._lock:

@@ -76,7 +76,7 @@ class LagExporter:
         out: dict[str, list[str]] = {m.name: [] for m in LAG_METRICS}
         r = t.round
         watcher = self.burrow.watcher if self.burrow is not None else None
-        for gid, _view, rows in iter_lag(t):
+        for gid, view, rows in iter_lag(t):
             g = f'{c},group="{_esc(gid)}"'
             out["coordinator_mirror_group_lag_slo_seconds"].append(
                 f"{g}}} {_num(self.settings.lag_slo(gid))}"
@@ -95,7 +95,7 @@ class LagExporter:
             secs = [x.lag_seconds for x in rows if not math.isnan(x.lag_seconds)]
             if secs:
                 out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {_num(max(secs))}")
-            for topic in sorted({x.topic for x in rows if x.topic_deleted}):
+            for topic in t.deleted_topics(view, rows):
                 out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{_esc(topic)}"}} 1')
             if watcher is not None and gid in watcher.groups:
                 out["coordinator_mirror_consumer_status"].append(f"{g}}} {watcher.groups[gid]}")
