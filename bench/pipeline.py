@@ -296,6 +296,87 @@ def mirror_backfill(
     return mirror, figures, phases
 
 
+def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Under ``--latency-rate`` background commits/s spread over every group: commit -> visible
+    in ``GET /groups/{id}`` for a probe group, and the median phases of the batches meanwhile."""
+    from confluent_kafka.admin import AdminClient
+
+    figures: dict[str, Any] = {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    base = mirror.http.url
+    probe_group = "bench-latency"
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    sent = [0]
+
+    def background() -> None:  # steady load spread over every group, --latency-rate commits/s
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        inflight: list[Any] = []
+        began = time.monotonic()
+        while not stop.is_set():
+            due = int((time.monotonic() - began) * args.latency_rate)
+            while sent[0] < due:
+                i = sent[0]
+                g = (i * 7919) % args.groups
+                req = ConsumerGroupTopicPartitions(
+                    f"bench-g{g}",
+                    [TopicPartition(f"bench-t{g % args.topics}", i % args.partitions, 10_000 + i)],
+                )
+                inflight.extend(admin.alter_consumer_group_offsets([req]).values())
+                sent[0] += 1
+            if len(inflight) > 1000:
+                for fut in inflight:
+                    fut.result(60)
+                inflight.clear()
+            time.sleep(0.01)
+        for fut in inflight:
+            fut.result(60)
+
+    bg = threading.Thread(target=background, daemon=True)
+    bg.start()
+    bg_started = time.monotonic()
+    history_latency = len(mirror.progress_history)
+    deadline = time.monotonic() + args.latency_seconds
+    offset = 0
+    while time.monotonic() < deadline:
+        offset += 1
+        committed_at = time.monotonic()
+        commit_one(admin, probe_group, "bench-t0", 0, offset)
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/groups/{urllib.parse.quote(probe_group)}") as resp:
+                    snap = json.loads(resp.read())
+                if snap["offsets"] and snap["offsets"][0]["offset"] >= offset:
+                    latencies.append(time.monotonic() - committed_at)
+                    break
+            except urllib.error.HTTPError:
+                pass
+            time.sleep(0.02)
+        time.sleep(0.5)
+    stop.set()
+    bg.join(60)
+    latencies.sort()
+    figures["latency"] = {
+        "background_commits_per_s": round(sent[0] / (time.monotonic() - bg_started)),
+        "samples": len(latencies),
+        "trigger_s": args.trigger,
+        "p50_s": round(statistics.median(latencies), 2),
+        "p99_s": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
+        "max_s": round(latencies[-1], 2),
+    }
+    steady = [p for p in list(mirror.progress_history)[history_latency:] if p["input_rows"]]
+    if steady:
+        keys = sorted({k for p in steady for k in p["duration_ms"]})
+        figures["latency"]["batch_ms_median"] = {
+            k: statistics.median(p["duration_ms"].get(k, 0) for p in steady) for k in keys
+        } | {"input_rows": statistics.median(p["input_rows"] for p in steady), "batches": len(steady)}
+    log(f"latency commit->API: {figures['latency']}")
+
+    return figures["latency"]  # type: ignore[no-any-return]
+
+
 def burst_in_one_transaction(bootstrap: str, groups: int, topics: int) -> None:
     """One offset commit for each of ``groups`` groups, all in a single producer transaction
     (TxnOffsetCommit per group, then EndTxn: the markers make them visible at once)."""
@@ -338,8 +419,6 @@ def main() -> int:
     ap.add_argument("--skip-process", action="store_true", help="skip (p), process start -> ready")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
-
-    from confluent_kafka.admin import AdminClient
 
     from lab.broker import BrokerSettings, LocalKafka
     from streaming.pipeline.session import build_session
@@ -406,71 +485,7 @@ def main() -> int:
         figures["b_mirror"] = runs
         figures["groups_mirrored"] = len(mirror.store)
 
-        # ---- latency under a steady commit rate
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
-        base = mirror.http.url
-        probe_group = "bench-latency"
-        latencies: list[float] = []
-        stop = threading.Event()
-
-        sent = [0]
-
-        def background() -> None:  # steady load spread over every group, --latency-rate commits/s
-            from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-            inflight: list[Any] = []
-            began = time.monotonic()
-            while not stop.is_set():
-                due = int((time.monotonic() - began) * args.latency_rate)
-                while sent[0] < due:
-                    i = sent[0]
-                    g = (i * 7919) % args.groups
-                    req = ConsumerGroupTopicPartitions(
-                        f"bench-g{g}",
-                        [TopicPartition(f"bench-t{g % args.topics}", i % args.partitions, 10_000 + i)],
-                    )
-                    inflight.extend(admin.alter_consumer_group_offsets([req]).values())
-                    sent[0] += 1
-                if len(inflight) > 1000:
-                    for fut in inflight:
-                        fut.result(60)
-                    inflight.clear()
-                time.sleep(0.01)
-            for fut in inflight:
-                fut.result(60)
-
-        bg = threading.Thread(target=background, daemon=True)
-        bg.start()
-        bg_started = time.monotonic()
-        deadline = time.monotonic() + args.latency_seconds
-        offset = 0
-        while time.monotonic() < deadline:
-            offset += 1
-            committed_at = time.monotonic()
-            commit_one(admin, probe_group, "bench-t0", 0, offset)
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/groups/{urllib.parse.quote(probe_group)}") as resp:
-                        snap = json.loads(resp.read())
-                    if snap["offsets"] and snap["offsets"][0]["offset"] >= offset:
-                        latencies.append(time.monotonic() - committed_at)
-                        break
-                except urllib.error.HTTPError:
-                    pass
-                time.sleep(0.02)
-            time.sleep(0.5)
-        stop.set()
-        bg.join(60)
-        latencies.sort()
-        figures["latency"] = {
-            "background_commits_per_s": round(sent[0] / (time.monotonic() - bg_started)),
-            "samples": len(latencies),
-            "trigger_s": args.trigger,
-            "p50_s": round(statistics.median(latencies), 2),
-            "p99_s": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
-            "max_s": round(latencies[-1], 2),
-        }
-        log(f"latency commit->API: {figures['latency']}")
+        figures["latency"] = measure_latency(mirror, broker.bootstrap, args)
 
         # ---- 10k groups active in one micro-batch, on the running mirror (warm state store).
         # One commit per group inside ONE producer transaction: under read_committed none of them

@@ -53,7 +53,7 @@ from streaming.pipeline.recovery import (
     recover_snapshots,
     write_checkpoint_meta,
 )
-from streaming.pipeline.session import build_session
+from streaming.pipeline.session import build_session, warm_python_workers
 from streaming.pipeline.sinks import MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.api import MirrorHTTPServer, credentials_from
@@ -136,6 +136,7 @@ class Mirror:
         self._lag_pending: dict[str, bytes | None] = {}
         self.cluster: ClusterClient | None = None
         self._supervisor: threading.Thread | None = None
+        self._warming: threading.Thread | None = None
         self._meta: dict[str, Any] = {}
         self._meta_written = 0.0
         #: the reconciliation's previous round: side -> group ids (a mismatch must persist a round)
@@ -161,6 +162,8 @@ class Mirror:
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
+        self._warming = threading.Thread(target=self._warm_workers, name="mirror-warm-up", daemon=True)
+        self._warming.start()
         if s.source == "kafka":
             assert s.bootstrap_servers
             try:
@@ -200,6 +203,15 @@ class Mirror:
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
+
+    def _warm_workers(self) -> None:
+        """Python workers started while the driver talks to the cluster (`warm_python_workers`);
+        a failure here only costs the first batch its warm start."""
+        assert self.spark is not None
+        try:
+            warm_python_workers(self.spark)
+        except Exception:
+            log.debug("warming the Python workers failed", exc_info=True)
 
     def _claim_checkpoint(self) -> None:
         """Refuse another cluster's checkpoint (or a newer format); record ours in
@@ -264,6 +276,8 @@ class Mirror:
                 return False
             raise
         self.recovered_groups = self._recover_store()
+        if self._warming is not None:
+            self._warming.join(60)
         self.query = self._start_query()
         self.store.status.waiting_reason = None
         return True

@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from streaming.pipeline import worker_tune
 from streaming.pipeline.jars import spark_kafka_jars
 
 if TYPE_CHECKING:
@@ -98,3 +99,21 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
     return session
+
+
+def _warm(batches: Iterator[Any]) -> Iterator[Any]:
+    worker_tune.apply()  # imports what the query's tasks use (decoders, state, pandas, pyarrow)
+    yield from batches
+
+
+def warm_python_workers(spark: SparkSession) -> None:
+    """Start the Python workers before the query needs them: one tiny job with a task per core
+    that imports what the query's tasks use.
+
+    Why: the first micro-batch of a new session otherwise starts Spark's Python daemon, forks its
+    workers and imports pandas/pyarrow/our modules inside the tasks that also read Kafka and
+    decode.  Measured on 2 cores (1M-record backfill): the first Python query of a session took
+    23.6 s, the same query 4.0 s once a trivial Python job (2.6 s) had run.  The mirror runs this
+    in a thread while the driver talks to the cluster, so the cost overlaps the startup."""
+    n = max(1, spark.sparkContext.defaultParallelism)
+    spark.range(0, n, 1, n).mapInArrow(_warm, "id long").collect()
