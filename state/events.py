@@ -62,7 +62,9 @@ class GroupCreated(Event):
 @dataclass(frozen=True, slots=True)
 class GroupDeleted(Event):
     kind: str | None = None
-    #: "tombstone" (the broker's group tombstone), "expired" (the mirror's rule: Empty, no offsets)
+    #: "tombstone" (the broker's group tombstone), "expired" (the broker's tombstone of a group the
+    #: mirror found deletable -- Empty, no offsets -- or, where the broker writes no group tombstone
+    #: (2.1-3.x generation 0), the mirror's own rule once the offsets' tombstones came)
     reason: str = "tombstone"
     TYPE: ClassVar[str] = "group_deleted"
 

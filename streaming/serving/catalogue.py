@@ -516,7 +516,8 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
     _m(
         "coordinator_mirror_groups_deleted_total",
         "counter",
-        "Groups deleted, by reason (tombstone: the coordinator deleted it; expired: its offsets expired).",
+        "Groups deleted, by reason (tombstone: the coordinator deleted it; expired: its cleanup sweep "
+        "deleted it, Empty with no offsets left).",
         "reason",
         source="group_deleted events",
     ),
