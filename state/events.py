@@ -218,6 +218,21 @@ class GroupRecovered(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class DriftSuspected(Event):
+    """At start: records may have been removed from the topic while the mirror was not reading, so
+    groups deleted meanwhile may look alive; a reconciliation round follows the catch-up.  A
+    mirror-wide event (``group_id`` "").
+
+    reason: "log_start" (a partition's log start offset is past the checkpoint's position;
+    ``partitions``: "p:committed->start") or "downtime" (down longer than ``delete.retention.ms``)."""
+
+    reason: str = ""
+    partitions: tuple[str, ...] = ()
+    at_ms: int | None = None
+    TYPE: ClassVar[str] = "drift_suspected"
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileMismatch(Event):
     """The mirror's group list and the coordinators' (Admin ListGroups) disagreed for two rounds.
 
