@@ -714,6 +714,18 @@ def health() -> dict[str, Any]:
             "Share of the start-time backlog consumed.",
             unit="percentunit",
         ),
+        timeseries(
+            "Drift suspected at start",
+            [
+                target(
+                    f"sum by (cluster_name, reason) ({sel(f'{m}drift_suspected_total')})",
+                    "{{cluster_name}} {{reason}}",
+                )
+            ],
+            "Starts at which records may have been removed while the mirror was down (log_start: a "
+            "log start offset past the checkpoint; downtime: longer than delete.retention.ms); a "
+            "reconciliation round follows the catch-up.",
+        ),
         row("Micro-batches"),
         timeseries(
             "Batch duration",

@@ -62,7 +62,9 @@ class GroupCreated(Event):
 @dataclass(frozen=True, slots=True)
 class GroupDeleted(Event):
     kind: str | None = None
-    #: "tombstone" (the broker's group tombstone), "expired" (the mirror's rule: Empty, no offsets)
+    #: "tombstone" (the broker's group tombstone), "expired" (the broker's tombstone of a group the
+    #: mirror found deletable -- Empty, no offsets -- or, where the broker writes no group tombstone
+    #: (2.1-3.x generation 0), the mirror's own rule once the offsets' tombstones came)
     reason: str = "tombstone"
     TYPE: ClassVar[str] = "group_deleted"
 
@@ -213,6 +215,21 @@ class GroupRecovered(Event):
 
     at_ms: int | None = None
     TYPE: ClassVar[str] = "group_recovered"
+
+
+@dataclass(frozen=True, slots=True)
+class DriftSuspected(Event):
+    """At start: records may have been removed from the topic while the mirror was not reading, so
+    groups deleted meanwhile may look alive; a reconciliation round follows the catch-up.  A
+    mirror-wide event (``group_id`` "").
+
+    reason: "log_start" (a partition's log start offset is past the checkpoint's position;
+    ``partitions``: "p:committed->start") or "downtime" (down longer than ``delete.retention.ms``)."""
+
+    reason: str = ""
+    partitions: tuple[str, ...] = ()
+    at_ms: int | None = None
+    TYPE: ClassVar[str] = "drift_suspected"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,18 @@ Each rule mirrors a coordinator method; ``now_ms`` is always an argument.
   (``StreamsGroup.isSubscribedToTopic``).
 * Rule 7 -- anything else (a non-empty ``connect`` group, a share group, a classic group still
   joining its first generation): nothing expires.
-* Rule 8 -- a group that is Empty with no offsets left is deleted
-  (``GroupCoordinatorShard.cleanupGroupMetadata`` -> ``maybeDeleteGroup``); share groups never
-  (``ShareGroup.shouldExpire``).  The broker then writes the group's tombstone(s): always in 4.x
-  (``ClassicGroup.createGroupTombstoneRecords``), in 2.1-3.x only if ``generation > 0``.
+* Rule 8 -- a group that is Empty with no offsets left is deleted at the coordinator's next
+  cleanup sweep (``GroupCoordinatorShard.cleanupGroupMetadata`` -> ``maybeDeleteGroup``, every
+  ``offsets.retention.check.interval.ms``; nothing deletes it earlier -- no path of
+  ``GroupMetadataManager`` removes a group when it becomes Empty); share groups never
+  (``ShareGroup.shouldExpire``).  The sweep writes the group's tombstone(s): always in 4.x
+  (``ClassicGroup.createGroupTombstoneRecords``, ``ConsumerGroup``/``StreamsGroup``'s K=3/K=17
+  last), in 2.1-3.x only if ``generation > 0``.  Until then the group is listed (ListGroups) in
+  state Empty, so the mirror keeps it so: `expire` only *arms* a wait for the tombstone
+  (``GROUP_TOMBSTONE`` in ``Group.pending``); the tombstone deletes the group
+  (``GroupDeleted`` reason "expired").  Where no tombstone is expected (2.1-3.x, generation 0:
+  an offsets-only group) the sweep that wrote the last offset tombstones deleted the group, so
+  the mirror deletes it once no offset expiry awaits its tombstone.
 * <=2.0 -- every offset had an ``expireTimestamp`` (commit time + retention); group state was
   irrelevant (``GroupMetadata.removeExpiredOffsets`` at AK 2.0.0).
 
@@ -72,6 +80,11 @@ from state.model import (
 )
 
 GROUP_TOMBSTONE: TopicPartition = ("", -1)  # key of the expected group tombstone in Group.pending
+#: a group tombstone that did not come within the grace period (reported once as an ``unconfirmed``
+#: disagreement): the group stays as the broker evidently keeps it, and the wait is not armed again
+#: while the group stays deletable.  Never late itself; the tombstone, if it comes, still deletes.
+GROUP_TOMBSTONE_OVERDUE: TopicPartition = ("", -2)
+_GROUP_KEYS: frozenset[TopicPartition] = frozenset({GROUP_TOMBSTONE, GROUP_TOMBSTONE_OVERDUE})
 
 BaseFn = Callable[[OffsetEntry], int]
 
@@ -261,6 +274,25 @@ def rule_8_deletable(g: Group, config: OffsetConfig) -> bool:
     return g.state == EMPTY
 
 
+def awaits_group_tombstone(g: Group) -> bool:
+    """Whether the mirror waits for (or gave up waiting for) the broker's tombstone of this group."""
+    return GROUP_TOMBSTONE in g.pending or GROUP_TOMBSTONE_OVERDUE in g.pending
+
+
+def _offsets_pending(g: Group) -> bool:
+    return any(tp not in _GROUP_KEYS for tp in g.pending)
+
+
+def _deletion_due(g: Group, config: OffsetConfig) -> bool:
+    """Rule 8 holds and `expire` has a step to take for it: arm the wait for the group tombstone,
+    or -- no tombstone expected -- delete the group (once the broker confirmed the offsets' end)."""
+    if not rule_8_deletable(g, config):
+        return False
+    if expects_group_tombstone(g, config):
+        return not awaits_group_tombstone(g)
+    return not _offsets_pending(g)
+
+
 def expects_group_tombstone(g: Group, config: OffsetConfig) -> bool:
     """Whether the broker writes a group tombstone when it deletes this group by expiry."""
     if config.semantics == SEMANTICS_4X:
@@ -280,7 +312,7 @@ def next_deadline_ms(
     `all_deadlines`, when the caller has them already (saves evaluating every offset again)."""
     best: int | None = None
     if g.exists:
-        if rule_8_deletable(g, config):
+        if _deletion_due(g, config):
             best = g.state_since_ms if g.state_since_ms is not None else 0
         elif deadlines is not None:
             best = min((d for d in deadlines.values() if d is not None), default=None)
@@ -291,7 +323,9 @@ def next_deadline_ms(
                     d = _deadline(g, topic, e, config, cond)
                     if d is not None and (best is None or d < best):
                         best = d
-    for d in g.pending.values():
+    for tp, d in g.pending.items():
+        if tp == GROUP_TOMBSTONE_OVERDUE:
+            continue
         c = d + config.confirm_grace_ms + 1
         if best is None or c < best:
             best = c
@@ -301,12 +335,19 @@ def next_deadline_ms(
 def check_pending(
     g: Group, now_ms: int, config: OffsetConfig, out: list[ev.Event], source: tuple[int | None, int | None]
 ) -> None:
-    """Expiries the broker did not confirm within the grace period -> ``unconfirmed`` disagreements."""
-    late = [(tp, d) for tp, d in g.pending.items() if now_ms > d + config.confirm_grace_ms]
+    """Expiries the broker did not confirm within the grace period -> ``unconfirmed`` disagreements.
+    A late group tombstone leaves ``GROUP_TOMBSTONE_OVERDUE`` behind (the group stays)."""
+    late = [
+        (tp, d)
+        for tp, d in g.pending.items()
+        if tp != GROUP_TOMBSTONE_OVERDUE and now_ms > d + config.confirm_grace_ms
+    ]
     if not late:
         return
-    for tp, _d in late:
+    for tp, d in late:
         del g.pending[tp]
+        if tp == GROUP_TOMBSTONE:
+            g.pending[GROUP_TOMBSTONE_OVERDUE] = d
     g.counters["expiry_disagreements"] += len(late)
     out.append(
         ev.ExpiryDisagreement(
@@ -377,13 +418,20 @@ def expire_at(
                     at_ms=now_ms,
                 )
             )
-        if rule_8_deletable(g, config):
-            kind = g.display_kind
+        if not rule_8_deletable(g, config):
+            # not (or no longer) deletable: the broker's sweep will not delete it either
+            g.pending.pop(GROUP_TOMBSTONE, None)
+            g.pending.pop(GROUP_TOMBSTONE_OVERDUE, None)
+        elif _deletion_due(g, config):
             if expects_group_tombstone(g, config):
+                # the broker deletes it at its next sweep, writing the tombstone(s): keep the group
+                # (Empty, as ListGroups shows it) until then
                 g.pending[GROUP_TOMBSTONE] = now_ms
-            mark_dead(g, now_ms)
-            g.last_change_ms = now_ms
-            out.append(ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired"))
+            else:
+                kind = g.display_kind
+                mark_dead(g, now_ms)
+                g.last_change_ms = now_ms
+                out.append(ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired"))
     if not g.exists:
         if not g.pending and not g.offsets:
             return None, out, {}

@@ -20,7 +20,7 @@ from typing import Any
 from decoders.records import DecodeError, Record, UnknownRecord
 from state import events as ev
 from state.config import OffsetConfig
-from state.expiry import GROUP_TOMBSTONE, mark_dead
+from state.expiry import GROUP_TOMBSTONE, GROUP_TOMBSTONE_OVERDUE, awaits_group_tombstone, mark_dead
 from state.model import CLASSIC, CONSUMER, DEAD, EMPTY, SHARE, Assignment, Group, Member, TopicPartition
 
 
@@ -245,9 +245,13 @@ def drop_group(g: Group, src: Src, ctx: FoldContext) -> Group | None:
     """The coordinator removed its group object (a group tombstone).  Offsets that remain keep the
     id alive as a simple classic group; otherwise the group is gone."""
     p, o, t = src
+    # the mirror found the group deletable (Rule 8) and waited for the broker's sweep: its
+    # tombstone confirms the expiry (a DeleteGroups of the same Empty group writes the same bytes)
+    expired = awaits_group_tombstone(g)
     if GROUP_TOMBSTONE in g.pending:
-        del g.pending[GROUP_TOMBSTONE]
         g.counters["expiries_confirmed"] += 1
+    g.pending.pop(GROUP_TOMBSTONE, None)
+    g.pending.pop(GROUP_TOMBSTONE_OVERDUE, None)
     if g.kind is not None:
         for mid in sorted(g.members):
             remove_member(g, mid, src, ctx)
@@ -261,7 +265,7 @@ def drop_group(g: Group, src: Src, ctx: FoldContext) -> Group | None:
             ctx.events.append(ev.KindChanged(g.group_id, p, o, t, before=before, after=g.display_kind))
         set_state(g, EMPTY, t, src, ctx)
         return g
-    leftover = [tp for tp in g.pending if tp != GROUP_TOMBSTONE]
+    leftover = list(g.pending)
     if leftover:
         # The mirror expired these, yet the broker deleted the group without tombstoning them.
         g.counters["expiry_disagreements"] += len(leftover)
@@ -280,5 +284,6 @@ def drop_group(g: Group, src: Src, ctx: FoldContext) -> Group | None:
         kind = g.display_kind
         ctx.flush(g.group_id)
         mark_dead(g, t)
-        ctx.events.append(ev.GroupDeleted(g.group_id, p, o, t, kind=kind, reason="tombstone"))
+        reason = "expired" if expired else "tombstone"
+        ctx.events.append(ev.GroupDeleted(g.group_id, p, o, t, kind=kind, reason=reason))
     return None

@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from state import codec
-from state.events import ReconcileMismatch
+from state.events import DriftSuspected, ReconcileMismatch
 from state.model import Group
 from streaming.app.errors import (
     EXIT_AUTHENTICATION,
@@ -42,7 +42,7 @@ from streaming.app.errors import (
     scrub,
 )
 from streaming.cluster.client_config import ClientOptionError
-from streaming.cluster.groups import ClusterClient
+from streaming.cluster.groups import ClusterClient, log_start_drift
 from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
@@ -50,6 +50,7 @@ from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_c
 from streaming.pipeline.recovery import (
     CHECKPOINT_META_FORMAT,
     read_checkpoint_meta,
+    read_committed_offsets,
     recover_snapshots,
     write_checkpoint_meta,
 )
@@ -117,6 +118,8 @@ class Mirror:
         self.http: Any = None
         self.recovered_groups = 0
         self.sink: MirrorSink | None = None
+        #: driver events made before the sink exists (start-up drift checks)
+        self._driver_events: list[dict[str, Any]] = []
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
         self._progress_thread: threading.Thread | None = None
@@ -242,7 +245,6 @@ class Mirror:
             last = meta.get("last_batch_ms")
             retention = self.cluster.delete_retention_ms(s.topic)
             if last and retention is not None and time.time() * 1000 - int(last) > retention:
-                self.store.status.possible_missed_tombstones = True
                 log.warning(
                     "the mirror was down %.1f h, longer than %s's delete.retention.ms (%.1f h): "
                     "tombstones of groups deleted meanwhile may be gone; reconciling with the "
@@ -251,6 +253,8 @@ class Mirror:
                     s.topic,
                     retention / 3_600_000,
                 )
+                self._suspect_drift("downtime", ())
+        self._check_log_start()
         self._meta = {
             "format": CHECKPOINT_META_FORMAT,
             "cluster_id": cluster_id,
@@ -258,6 +262,49 @@ class Mirror:
         }
         write_checkpoint_meta(self.spark, s.checkpoint_location, self._meta)
         self._meta_written = time.monotonic()
+
+    def _check_log_start(self) -> None:
+        """A log start offset past the checkpoint's position: records (possibly tombstones) were
+        removed while the mirror was down, and the query will skip them."""
+        assert self.spark is not None and self.cluster is not None
+        s = self.settings
+        committed = read_committed_offsets(self.spark, s.checkpoint_location, s.topic)
+        if not committed:
+            return
+        try:
+            starts = self.cluster.log_start_offsets(s.topic)
+        except Exception as exc:  # not fatal: the periodic reconciliation still runs
+            log.warning(
+                "drift check: the log start offsets of %s are unknown: %s", s.topic, first_line(str(exc))
+            )
+            return
+        drift = log_start_drift(committed, starts)
+        if drift:
+            parts = tuple(f"{p}:{c}->{start}" for p, (c, start) in drift.items())
+            log.warning(
+                "%s: the log start offset of %d partition(s) is past the checkpoint (%s): records removed "
+                "while the mirror was down are skipped, groups deleted meanwhile may look alive; "
+                "reconciling with the coordinators after the catch-up",
+                s.topic,
+                len(drift),
+                ", ".join(parts[:5]),
+            )
+            self._suspect_drift("log_start", parts)  # the query then starts with failOnDataLoss off
+
+    def _suspect_drift(self, reason: str, partitions: tuple[str, ...]) -> None:
+        """Metric, event (written once the sink exists) and an early reconciliation round."""
+        status = self.store.status
+        status.possible_missed_tombstones = True
+        status.drift_suspected[reason] = status.drift_suspected.get(reason, 0) + 1
+        now_ms = int(time.time() * 1000)
+        event = DriftSuspected("", None, None, None, reason=reason, partitions=partitions, at_ms=now_ms)
+        self._driver_events.append(event.to_json())
+        self.store.add_tallies({("event", DriftSuspected.TYPE): 1})
+
+    def _flush_driver_events(self) -> None:
+        if self.sink is not None and self._driver_events:
+            events, self._driver_events = self._driver_events, []
+            self.sink.emit_driver_events(events)
 
     def _try_begin(self) -> bool:
         """Readiness targets, recovery and the query -- if the topic and its partitions are known
@@ -345,7 +392,12 @@ class Mirror:
 
         s = self.settings
         assert self.spark is not None
-        raw = read_source(self.spark, s, sorted(self.store.readiness.targets) or None)
+        raw = read_source(
+            self.spark,
+            s,
+            sorted(self.store.readiness.targets) or None,
+            fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
+        )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
         # __consumer_offsets), each with ~0.1 s of fixed cost (Python worker round trip, the
         # reader's ListOffsets requests): on 2 cores that was 2.8 s of a 1,000-record batch,
@@ -364,6 +416,7 @@ class Mirror:
         )
         sink = self.sink = MirrorSink(s, self.store, self.spark)
         sink.on_batch.append(self._on_batch_lag)  # groups changed: to the lag tracker
+        self._flush_driver_events()
         query = (
             out.writeStream.queryName(QUERY_NAME)
             .outputMode("update")

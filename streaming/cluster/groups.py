@@ -92,6 +92,19 @@ class ClusterClient:
         entry = configs.get("delete.retention.ms")
         return int(entry.value) if entry is not None and entry.value is not None else None
 
+    def log_start_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's log start offset (ListOffsets EARLIEST); ``{}`` when the topic or its
+        partitions are not known."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        n = self.topic_partitions(topic)
+        if not n:
+            return {}
+        request = {TopicPartition(topic, p): OffsetSpec.earliest() for p in range(n)}
+        answers = self._admin.list_offsets(request, request_timeout=self.timeout_s)
+        return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in answers.items()}
+
     def list_groups(self) -> GroupListing:
         result = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result(self.timeout_s)
         groups = {g.group_id: (_name(getattr(g, "type", None)), _name(g.state)) for g in result.valid}
@@ -103,3 +116,17 @@ def _name(enum_value: Any) -> str:
     if enum_value is None:
         return "unknown"
     return str(getattr(enum_value, "name", enum_value)).lower()
+
+
+def log_start_drift(
+    committed: Mapping[int, int], log_starts: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
+    """Partitions whose log start offset is past the checkpoint's committed position (partition ->
+    (committed, log start)): records between the two -- possibly tombstones -- were removed while
+    the mirror was not reading, and the query will skip them.  Partitions the checkpoint does not
+    know (added since) are not drift: the query reads them from their start."""
+    return {
+        p: (committed[p], start)
+        for p, start in sorted(log_starts.items())
+        if p in committed and start > committed[p]
+    }

@@ -35,6 +35,46 @@ def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
     return any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
 
 
+def parse_offset_log(text: str, topic: str) -> dict[int, int] | None:
+    """The source positions of one ``<checkpoint>/offsets/<batch>`` file (Spark's OffsetSeqLog: a
+    version line, the metadata line, then one JSON line per source; the Kafka source's is
+    ``{"topic": {"partition": offset}}``) for ``topic``; None when no line names it."""
+    for line in text.splitlines()[2:]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get(topic), dict):
+            return {int(p): int(o) for p, o in data[topic].items()}
+    return None
+
+
+def read_committed_offsets(spark: SparkSession, checkpoint: str, topic: str) -> dict[int, int] | None:
+    """Where the last committed micro-batch left ``topic`` (the next offset to read per partition),
+    from the checkpoint's ``commits/`` and ``offsets/`` logs; None without a committed batch."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    root = checkpoint.rstrip("/")
+    commits = jvm.org.apache.hadoop.fs.Path(f"{root}/commits")
+    fs = commits.getFileSystem(conf)
+    if not fs.exists(commits):
+        return None
+    batches = [
+        int(st.getPath().getName()) for st in fs.listStatus(commits) if st.getPath().getName().isdigit()
+    ]
+    if not batches:
+        return None
+    path = jvm.org.apache.hadoop.fs.Path(f"{root}/offsets/{max(batches)}")
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return parse_offset_log(str(text), topic)
+
+
 def _summaries(config: OffsetConfig) -> Any:
     """Each state row's summary; a quarantined row (negative codec version) or one whose bytes do
     not decode comes back with ``quarantine`` set, so the API shows it after the restart too."""

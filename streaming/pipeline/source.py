@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 RAW_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
 
 
-def kafka_options(settings: Settings, partitions: list[int] | None = None) -> dict[str, str]:
+def kafka_options(
+    settings: Settings, partitions: list[int] | None = None, *, fail_on_data_loss: bool = True
+) -> dict[str, str]:
     """Options for Spark's Kafka source: our fixed semantics plus every ``kafka.*`` pass-through.
 
     With ``partitions`` known, the source uses ``assign``: Spark's consumer-based offset reader
@@ -41,8 +43,9 @@ def kafka_options(settings: Settings, partitions: list[int] | None = None) -> di
         "kafka.isolation.level": "read_committed",
         # Compaction gaps and transaction markers are not loss (Spark >= 2.4, SPARK-25005); a log
         # start offset moving past unread data is, and must stop the mirror rather than silently
-        # diverge from the coordinator.
-        "failOnDataLoss": "true",
+        # diverge from the coordinator -- unless the driver found that loss at start, reported it
+        # (metric, event) and reconciles with the coordinators (``fail_on_data_loss=False``).
+        "failOnDataLoss": "true" if fail_on_data_loss else "false",
         "maxOffsetsPerTrigger": str(settings.max_offsets_per_trigger),
         "includeHeaders": "false",
         # Spark's executor reader (4.0 and 4.2) asks for the partition's offset range (two ListOffsets
@@ -65,11 +68,17 @@ def kafka_options(settings: Settings, partitions: list[int] | None = None) -> di
     return options
 
 
-def read_kafka(spark: SparkSession, settings: Settings, partitions: list[int] | None = None) -> DataFrame:
+def read_kafka(
+    spark: SparkSession,
+    settings: Settings,
+    partitions: list[int] | None = None,
+    *,
+    fail_on_data_loss: bool = True,
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     reader = spark.readStream.format("kafka")
-    for key, value in kafka_options(settings, partitions).items():
+    for key, value in kafka_options(settings, partitions, fail_on_data_loss=fail_on_data_loss).items():
         reader = reader.option(key, value)
     return reader.load().select(
         "key",
@@ -135,11 +144,17 @@ def ticks(spark: SparkSession) -> DataFrame:
     )
 
 
-def read_source(spark: SparkSession, settings: Settings, partitions: list[int] | None = None) -> DataFrame:
+def read_source(
+    spark: SparkSession,
+    settings: Settings,
+    partitions: list[int] | None = None,
+    *,
+    fail_on_data_loss: bool = True,
+) -> DataFrame:
     """The records (Kafka or capture), with the tick rows that keep micro-batches running."""
     records = (
         read_capture(spark, settings)
         if settings.source == "capture"
-        else read_kafka(spark, settings, partitions)
+        else read_kafka(spark, settings, partitions, fail_on_data_loss=fail_on_data_loss)
     )
     return records.unionByName(ticks(spark))

@@ -426,6 +426,15 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="reconciliation",
     ),
     _m(
+        "coordinator_mirror_drift_suspected_total",
+        "counter",
+        "Starts at which records may have been removed while the mirror was not reading, by reason "
+        "(log_start: a __consumer_offsets log start offset past the checkpoint; downtime: down longer "
+        "than delete.retention.ms); a reconciliation round follows the catch-up.",
+        "reason",
+        source="start-up checks",
+    ),
+    _m(
         "coordinator_mirror_catchup_progress_ratio",
         "gauge",
         "Fraction of the start-time backlog of __consumer_offsets consumed (1 when ready).",
@@ -518,7 +527,8 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
     _m(
         "coordinator_mirror_groups_deleted_total",
         "counter",
-        "Groups deleted, by reason (tombstone: the coordinator deleted it; expired: its offsets expired).",
+        "Groups deleted, by reason (tombstone: the coordinator deleted it; expired: its cleanup sweep "
+        "deleted it, Empty with no offsets left).",
         "reason",
         source="group_deleted events",
     ),

@@ -446,6 +446,9 @@ class MirrorMetrics:
             ((c, side), len(status.mismatches.get(side, ())))
             for side in ("missing_in_coordinator", "missing_in_mirror")
         ]
+        out["coordinator_mirror_drift_suspected_total"] = [
+            ((c, reason), status.drift_suspected.get(reason, 0)) for reason in ("log_start", "downtime")
+        ]
         out["coordinator_mirror_catchup_progress_ratio"] = [((c,), r.progress())]
         behind = r.behind()
         out["coordinator_mirror_partition_records_behind"] = [

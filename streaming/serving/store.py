@@ -138,6 +138,8 @@ class MirrorStatus:
     reconciled_at_ms: int | None = None
     #: the mirror was down longer than delete.retention.ms: reconcile as soon as it caught up
     possible_missed_tombstones: bool = False
+    #: reason ("log_start", "downtime") -> times drift was suspected at start
+    drift_suspected: dict[str, int] = field(default_factory=dict)
 
 
 class SnapshotStore:

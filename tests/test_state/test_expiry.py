@@ -8,7 +8,7 @@ import pytest
 
 from state import events as ev
 from state.config import OffsetConfig
-from state.expiry import GROUP_TOMBSTONE, expire, expires_at_ms, next_deadline_ms
+from state.expiry import GROUP_TOMBSTONE, GROUP_TOMBSTONE_OVERDUE, expire, expires_at_ms, next_deadline_ms
 from state.model import Group
 from state.replay import fold
 
@@ -220,8 +220,10 @@ def test_group_deleted_when_empty_without_offsets_and_broker_confirms() -> None:
     g = fold(None, log.records).group
     assert g is not None
     g, events = expire(g, EMPTY_AT + R, S4)
-    assert g is not None and not g.exists and g.state == "Dead"
-    assert [e.TYPE for e in events] == ["offsets_expired", "group_deleted"]
+    # the offsets expire; the group (Empty, no offsets) is deleted at the broker's next sweep, not
+    # before: until its tombstone the coordinator still lists it, so the mirror keeps it
+    assert g is not None and g.exists and g.state == "Empty"
+    assert [e.TYPE for e in events] == ["offsets_expired"]
     assert set(g.pending) == {("t", 0), ("u", 0), GROUP_TOMBSTONE}
     assert next_deadline_ms(g, S4) == EMPTY_AT + R + 11 * MIN + 1
     # the broker's sweep: offset tombstones then the group tombstone, within the grace period
@@ -231,8 +233,26 @@ def test_group_deleted_when_empty_without_offsets_and_broker_confirms() -> None:
     log.classic_tombstone("g")
     res = fold(g, log.records[-3:], config=S4)
     assert res.group is None
-    assert not [e for e in res.events if isinstance(e, ev.ExpiryDisagreement)]
-    assert res.events == []
+    assert [(e.TYPE, getattr(e, "reason", None)) for e in res.events] == [("group_deleted", "expired")]
+
+
+def test_group_emptied_and_rejoined_before_the_sweep_was_never_deleted() -> None:
+    """The broker deletes an Empty group only at its sweep: a member back before then finds the
+    same group, so the mirror reports no deletion and no re-creation, and stops waiting."""
+    log = Log()
+    classic_empty(log)
+    log.offset_tombstone("g", "t", 0)  # OffsetDelete of both offsets: Empty, no offsets
+    log.offset_tombstone("g", "u", 0)
+    g = fold(None, log.records).group
+    assert g is not None
+    g, events = expire(g, log.now_ms, S4)
+    assert g is not None and g.exists and g.pending == {GROUP_TOMBSTONE: log.now_ms} and events == []
+    log.tick(MIN).classic("g", 3, [cm("b", ["t"])])
+    res = fold(g, log.records[-1:], config=S4)
+    assert res.group is not None and res.group.state == "Stable"
+    assert "group_created" not in [e.TYPE for e in res.events]
+    g, events = expire(res.group, log.now_ms, S4)
+    assert g is not None and g.pending == {} and events == []
 
 
 def test_unconfirmed_expiry_is_a_disagreement() -> None:
@@ -240,14 +260,23 @@ def test_unconfirmed_expiry_is_a_disagreement() -> None:
     simple(log)
     g = fold(None, log.records).group
     assert g is not None
-    g, events = expire(g, C + R, S4)  # both offsets expired; simple group Empty with no offsets -> deleted
-    assert g is not None and not g.exists
+    g, events = expire(g, C + R, S4)  # both offsets expired; simple group Empty with no offsets
+    assert g is not None and g.exists and set(g.pending) == {("t", 0), ("u", 0), GROUP_TOMBSTONE}
     g, events = expire(g, C + R + 11 * MIN, S4)  # still within grace
     assert g is not None and not [e for e in events if isinstance(e, ev.ExpiryDisagreement)]
     g, events = expire(g, C + R + 11 * MIN + 1, S4)
     dis = [e for e in events if isinstance(e, ev.ExpiryDisagreement)]
     assert len(dis) == 1 and dis[0].reason == "unconfirmed" and dis[0].partitions == ("<group>", "t:0", "u:0")
-    assert g is None  # nothing left to wait for
+    # the broker evidently keeps the group: so does the mirror, without asking again
+    assert g is not None and g.exists and g.state == "Empty"
+    assert set(g.pending) == {GROUP_TOMBSTONE_OVERDUE} and next_deadline_ms(g, S4) is None
+    g, events = expire(g, C + R + 3 * 11 * MIN, S4)
+    assert g is not None and events == [] and g.counters["expiry_disagreements"] == 3
+    # a late tombstone still deletes it
+    log.now_ms = C + R + 4 * 11 * MIN
+    log.classic_tombstone("g")
+    res = fold(g, log.records[-1:], config=S4)
+    assert res.group is None and [e.TYPE for e in res.events] == ["group_deleted"]
 
 
 def test_broker_tombstone_after_deadline_is_an_expiry_not_a_disagreement() -> None:
@@ -292,10 +321,21 @@ def test_3x_expects_no_group_tombstone_for_generation_zero() -> None:
     simple(log)
     g = fold(None, log.records).group
     assert g is not None
-    g3, _ = expire(g.copy(), C + R, S3)
-    assert g3 is not None and GROUP_TOMBSTONE not in g3.pending
     g4, _ = expire(g.copy(), C + R, S4)
-    assert g4 is not None and GROUP_TOMBSTONE in g4.pending
+    assert g4 is not None and g4.exists and GROUP_TOMBSTONE in g4.pending
+    # 2.1-3.x: the sweep that tombstones the last offsets deletes the group, with no record of its
+    # own -- the mirror deletes it once the offsets' tombstones came
+    g3, events = expire(g.copy(), C + R, S3)
+    assert g3 is not None and g3.exists and set(g3.pending) == {("t", 0), ("u", 0)}
+    assert [e.TYPE for e in events] == ["offsets_expired"]
+    log.tick(R + 2 * MIN).offset_tombstone("g", "t", 0)
+    log.offset_tombstone("g", "u", 0)
+    res = fold(g3, log.records[-2:], config=S3)
+    assert res.group is not None and res.group.pending == {}
+    g3, events = expire(res.group, log.now_ms, S3)
+    assert g3 is None and [(e.TYPE, getattr(e, "reason", None)) for e in events] == [
+        ("group_deleted", "expired")
+    ]
 
 
 def test_expire_is_idempotent_for_a_fixed_now() -> None:

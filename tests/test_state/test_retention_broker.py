@@ -7,7 +7,8 @@ from the time it became Empty); an OffsetCommit v2 with a 20 s retention adds an
 capture ``__consumer_offsets``, and check for every offset that the mirror's deadline, computed
 from the log *before* the broker's tombstone, precedes or matches that tombstone (and by no more
 than the sweep interval plus slack); then that the mirror's own sweep at its deadlines agrees with
-the broker record for record: every expiry confirmed, no disagreement, the groups' state removed.
+the broker record for record: every expiry confirmed, no disagreement, each group kept (Empty) until
+the broker's group tombstone, then its state removed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from decoders import Record, Source, decode_record
 from state import events as ev
 from state.config import OffsetConfig
-from state.expiry import all_deadlines, expire
+from state.expiry import GROUP_TOMBSTONE, all_deadlines, expire
 from state.model import Group
 from state.replay import fold
 from streaming.app.capture_cmd import capture
@@ -120,8 +121,12 @@ def test_mirror_expiry_precedes_or_matches_the_broker(short_retention_kafka: Any
         for d in sorted({d for d in predicted.values() if d is not None}):
             assert g is not None
             g, _ = expire(g, d, SETTINGS)
-        assert g is not None and not g.exists and not g.offsets
+        # Empty with no offsets: the broker deletes it at its next sweep, so it stays until then
+        assert g is not None and g.exists and g.state == "Empty" and not g.offsets, gid
+        assert GROUP_TOMBSTONE in g.pending, gid
         res = fold(g, records[first_tomb:], config=SETTINGS)
         assert res.group is None, gid  # all confirmed: the adapter removes the state row
         assert not [e for e in res.events if isinstance(e, ev.ExpiryDisagreement)], gid
+        deleted = [e for e in res.events if isinstance(e, ev.GroupDeleted)]
+        assert [e.reason for e in deleted] == ["expired"], gid
     assert checked == 6  # 2 offsets-only + 2 Empty classic + 2 explicit-retention offsets

@@ -151,10 +151,14 @@ def test_event_rows_carry_what_the_driver_counts_so_it_never_parses_their_json()
         fn, state, [(commit_key("g", "t", 0), commit_value(5)), (commit_key("g", "t", 1), commit_value(6))], 0
     )
     # the retention passes with no record for the group: the timeout fires, the offsets expire
-    # (the mirror's rule), and the simple group with nothing left is deleted
+    # (the mirror's rule); the simple group with nothing left waits for the broker's sweep, whose
+    # tombstones delete it
     state.now_ms = T0 + RETENTION + HOUR
     state.hasTimedOut = True
     rows += list(pd.concat(fn(("g",), iter([]), state)).to_dict("records"))
+    state.hasTimedOut = False
+    sweep = [(commit_key("g", "t", 0), None), (commit_key("g", "t", 1), None), (group_key("g"), None)]
+    rows += call(fn, state, sweep, first_offset=2)
     events = of_kind(rows, "event")
     bodies = [json.loads(r["body"]) for r in events]
     assert [r["summary"].split("\t")[0] for r in events] == [b["type"] for b in bodies]
