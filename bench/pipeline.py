@@ -361,7 +361,7 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     figures["latency"] = {
         "background_commits_per_s": round(sent[0] / (time.monotonic() - bg_started)),
         "samples": len(latencies),
-        "trigger_s": args.trigger,
+        "trigger_s": mirror.settings.trigger_interval_s,
         "p50_s": round(statistics.median(latencies), 2),
         "p99_s": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
         "max_s": round(latencies[-1], 2),

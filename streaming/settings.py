@@ -78,7 +78,14 @@ class Settings(BaseSettings):
         "memory does not grow with it (the topic is streamed, decoded in chunks, one row per group "
         "crosses the shuffle)",
     )
-    trigger_interval_s: float = Field(5.0, gt=0, description="micro-batch trigger interval, seconds")
+    trigger_interval_s: float = Field(
+        0.5,
+        gt=0,
+        description="micro-batch trigger interval, seconds: 0.5 keeps commit -> visible under ~2 s "
+        "(p99, 500 commits/s over 10k groups on 2 cores); every trigger runs a micro-batch even "
+        "when idle (expiry timeouts), ~0.6 core idle at 0.5 s vs ~0.25 at 5 s -- raise it where "
+        "latency matters less",
+    )
     source_tasks: int | None = Field(
         None,
         gt=0,

@@ -229,7 +229,7 @@ def test_reused_python_worker_collects_garbage_after_every_task(spark: Any) -> N
 
 @pytest.mark.broker
 def test_executor_reader_waits_out_a_parked_fetch_at_the_log_end(spark: Any, kafka: Any) -> None:
-    """Workaround: ``kafka.fetch.max.wait.ms=10`` in streaming/pipeline/source.py kafka_options.
+    """Workaround: ``kafka.fetch.max.wait.ms=0`` in streaming/pipeline/source.py kafka_options.
 
     After its last poll a Spark Kafka reader at the log end asks for the partition's offset range
     (ListOffsets) on the consumer's connection, where it queues behind the next fetch the
@@ -261,11 +261,11 @@ def test_executor_reader_waits_out_a_parked_fetch_at_the_log_end(spark: Any, kaf
         assert rows == 20
         return time.monotonic() - started
 
-    read_s(10)  # warm-up: plan, connections, the reader's pooled consumer
-    fast = read_s(10)
+    read_s(0)  # warm-up: plan, connections, the reader's pooled consumer
+    fast = read_s(0)
     slow = read_s(6000)
     assert slow >= 5.5, (
         f"a 20-record read with fetch.max.wait.ms=6000 took {slow:.1f}s: Spark's reader no longer "
-        "waits behind the parked fetch, kafka.fetch.max.wait.ms=10 in streaming/pipeline/source.py can go"
+        "waits behind the parked fetch, kafka.fetch.max.wait.ms=0 in streaming/pipeline/source.py can go"
     )
-    assert fast < slow - 4.0, (fast, slow)  # ... and the mirror's 10 ms avoids the wait
+    assert fast < slow - 4.0, (fast, slow)  # ... and the mirror's 0 ms avoids the wait
