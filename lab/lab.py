@@ -725,6 +725,27 @@ class Lab:
                 raise TimeoutError(f"group {group_id} never became {what or 'as expected'}; last seen {view}")
             time.sleep(0.3)
 
+    def wait_committed(
+        self, group_id: str, committed: Mapping[TopicPartitionKey, int], timeout_s: float = 60.0
+    ) -> GroupView:
+        """The group's view once the coordinator reports every offset in ``committed`` (what a
+        scenario's members committed and it records as a fact).  A member's commit returns when the
+        coordinator acknowledged it, yet a read-back right after it once saw an older offset (1
+        instead of 5): facts and view must agree before a test compares them."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            view = self.describe(group_id)[group_id]
+            got = {tp: o.offset for tp, o in view.offsets.items() if tp in committed}
+            if got == dict(committed):
+                return view
+            if time.monotonic() > deadline:
+                wrong = {tp: (want, got.get(tp)) for tp, want in committed.items() if got.get(tp) != want}
+                raise TimeoutError(
+                    f"group {group_id}: the coordinator still reports other offsets than the scenario "
+                    f"committed after {timeout_s:.0f}s ((topic, partition): (committed, reported)): {wrong}"
+                )
+            time.sleep(0.3)
+
     def wait_stable(self, group_id: str, members: int, timeout_s: float = 60.0) -> GroupView:
         """Stable, with ``members`` members that all own partitions and (KIP-848) have converged."""
 

@@ -69,9 +69,16 @@ def _now_ms() -> int:
 
 
 def _result(lab: Lab, name: str, groups: Iterable[str], topics: list[str], **facts: Any) -> ScenarioResult:
+    """The scenario's facts and the coordinator's read-back of its groups; a one-group scenario's
+    read-back waits (bounded) until it shows the offsets the scenario recorded as committed."""
+    ids = list(groups)
+    committed = facts.get("committed")
+    views = (
+        {ids[0]: lab.wait_committed(ids[0], committed)} if committed and len(ids) == 1 else lab.describe(*ids)
+    )
     return ScenarioResult(
         name=name,
-        groups=lab.describe(*groups),
+        groups=views,
         facts=facts,
         topics=topics,
         finished_at_ms=_now_ms(),

@@ -55,7 +55,7 @@ from streaming.pipeline.recovery import (
     write_checkpoint_meta,
 )
 from streaming.pipeline.session import build_session, warm_python_workers
-from streaming.pipeline.sinks import MirrorSink
+from streaming.pipeline.sinks import DRIVER_EVENTS, HEALTH_EVENTS, MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.api import MirrorHTTPServer, credentials_from
 from streaming.serving.burrow import Burrow, lag_route
@@ -122,6 +122,10 @@ class Mirror:
         self._driver_events: list[dict[str, Any]] = []
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
+        #: the progress entries taken (`_take_progress`) that are still in Spark's buffer
+        self._progress_taken: set[tuple[str, int, str]] = set()
+        self._progress_lock = threading.Lock()
+        self._progress_failures = 0
         self._progress_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -304,7 +308,7 @@ class Mirror:
     def _flush_driver_events(self) -> None:
         if self.sink is not None and self._driver_events:
             events, self._driver_events = self._driver_events, []
-            self.sink.emit_driver_events(events)
+            self.sink.write_driver_events(events, int(time.time() * 1000), DRIVER_EVENTS)
 
     def _try_begin(self) -> bool:
         """Readiness targets, recovery and the query -- if the topic and its partitions are known
@@ -532,7 +536,7 @@ class Mirror:
         if self.sink is None:
             return
         try:
-            self.sink.write_health_events(events, now_ms)
+            self.sink.write_driver_events(events, now_ms, HEALTH_EVENTS)
         except Exception:  # the events stay in the log and in Burrow's paths; the next round goes on
             log.warning("%d consumer-health event(s) not written", len(events), exc_info=True)
 
@@ -543,26 +547,49 @@ class Mirror:
         Polls ``query.lastProgress`` / ``recentProgress`` instead of registering a Python
         StreamingQueryListener.  The reason first given -- a listener added after another was
         removed from the same session receives no events -- did not reproduce in a minimal
-        add/remove/add check on PySpark 4.0.0 or 4.2.0; polling stays as the design."""
-        seen = -1
+        add/remove/add check on PySpark 4.0.0 or 4.2.0; polling stays as the design.  A query the
+        supervisor replaced (failed, restarted from the checkpoint) is read to its end first: the
+        batches it completed since the last poll carry observed counts nothing else reports."""
+        following: StreamingQuery | None = None
         while not self._stopped.wait(0.2):
             q = self.query
-            if q is None:
-                continue
             try:
-                if not q.isActive:
-                    continue  # the supervisor restarts it
-                last = q.lastProgress
-                if last is None or int(last.batchId) <= seen:
-                    continue
-                for progress in q.recentProgress:
-                    if int(progress.batchId) > seen:
-                        self._on_progress(progress)
-                seen = int(last.batchId)
+                if following is not None and following is not q:
+                    self._take_progress(following)
+                following = q
+                if q is not None:
+                    self._take_progress(q)
             except Exception:  # py4j hiccups while the JVM stops: keep following, never crash
                 if self._stopped.is_set():
                     return
-                log.debug("progress poll failed", exc_info=True)
+                self._progress_failures += 1
+                # not once per poll: the first failure, then every 100th
+                if self._progress_failures % 100 == 1:
+                    log.warning(
+                        "reading the query's progress failed (%d time(s))",
+                        self._progress_failures,
+                        exc_info=True,
+                    )
+
+    def _take_progress(self, q: StreamingQuery) -> None:
+        """Every progress of ``q`` not taken yet, oldest first.
+
+        Progress entries are told apart by (run id, batch id, trigger start), not by batch id
+        alone: a trigger that ran no batch (no source had new data -- e.g. the first trigger after
+        a restart, before the tick source's first row) reports the *next* batch's id with no
+        observed metrics, and the batch that then runs under that id must still be taken."""
+        with self._progress_lock:
+            last = q.lastProgress
+            if last is None or _progress_key(last) in self._progress_taken:
+                return
+            taken: set[tuple[str, int, str]] = set()
+            for progress in q.recentProgress:
+                key = _progress_key(progress)
+                taken.add(key)
+                if key not in self._progress_taken:
+                    self._on_progress(progress)
+            # only the keys still in Spark's buffer can come back
+            self._progress_taken = taken
 
     def _on_progress(self, progress: Any) -> None:
         topic = self.settings.topic
@@ -582,6 +609,8 @@ class Mirror:
                 for key, value in obs.asDict().items():
                     if value:
                         self.observed[key] = self.observed.get(key, 0) + int(value)
+        if "addBatch" not in progress.durationMs:
+            return  # a trigger that ran no batch: not a batch of the history (nor of its metrics)
         entry = {
             "batch_id": progress.batchId,
             "input_rows": int(progress.numInputRows),
@@ -775,7 +804,7 @@ class Mirror:
             )
             self.store.add_tallies({("event", "reconcile_mismatch"): len(events)})
             if self.sink is not None:
-                self.sink.emit_driver_events(events)
+                self.sink.write_driver_events(events, now_ms, DRIVER_EVENTS)
         return True
 
     def metrics_exposition(self) -> tuple[bytes, str]:
@@ -831,6 +860,7 @@ class Mirror:
                 ):
                     time.sleep(0.05)
                 self.query.stop()
+                self._take_progress(self.query)  # the last batches' progress (observed counts)
             except Exception:  # stopping is best effort; the checkpoint keeps what completed
                 log.exception("stopping the query failed")
         if self.http is not None:
@@ -844,6 +874,11 @@ class Mirror:
         self.cluster = None
         if self._owns_session and self.spark is not None:
             self.spark.stop()
+
+
+def _progress_key(progress: Any) -> tuple[str, int, str]:
+    """What tells one progress entry from another: its run, batch id and trigger start."""
+    return (str(progress.runId), int(progress.batchId), str(progress.timestamp))
 
 
 def _partition_offsets(raw: Any, topic: str) -> dict[int, int]:

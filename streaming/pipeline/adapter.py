@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -147,52 +148,47 @@ def make_group_function(
         if cols is not None:
             cols["group_id"] = [group_id] * len(cols["status"])
         stored = (int(gstate.get[0]), bytes(gstate.get[1])) if gstate.exists else None
-        was_quarantined = stored is not None and stored[0] < 0
+        call = _GroupCall(group_id, stored, cols, now_ms, gstate, config)
         try:
-            rows.extend(
-                _fold_rows(
-                    group_id,
-                    stored,
-                    cols,
-                    now_ms=now_ms,
-                    gstate=gstate,
-                    config=config,
-                    emit_offsets=emit_offsets,
-                )
-            )
-            if was_quarantined:
+            rows.extend(_fold_rows(call, emit_offsets))
+            if call.was_quarantined:
                 rows.append(_recovered_row(group_id, cols, now_ms))
         except Exception as exc:  # the group boundary: one group's failure never fails the task
-            rows.extend(
-                _quarantine(
-                    group_id,
-                    stored,
-                    cols,
-                    now_ms=now_ms,
-                    gstate=gstate,
-                    config=config,
-                    exc=exc,
-                    was_quarantined=was_quarantined,
-                )
-            )
+            rows.extend(_quarantine(call, exc))
         if rows:
             yield _frame(rows)
 
     return fold_group
 
 
-def _fold_rows(
-    group_id: str,
-    stored: tuple[int, bytes] | None,
-    cols: dict[str, list[Any]] | None,
-    *,
-    now_ms: int,
-    gstate: Any,
-    config: OffsetConfig,
-    emit_offsets: bool,
-) -> list[tuple[Any, ...]]:
+@dataclass(frozen=True, slots=True)
+class _GroupCall:
+    """One call of the group function -- what the fold (`_fold_rows`) and, when it fails, the
+    quarantine (`_quarantine`) both start from.  The one object made per group and call."""
+
+    group_id: str
+    #: the state row as read: (codec version -- negative: quarantined --, state bytes)
+    stored: tuple[int, bytes] | None
+    #: the group's rows of this trigger in log order (``None``: none, e.g. a timeout)
+    cols: dict[str, list[Any]] | None
+    now_ms: int
+    gstate: Any
+    config: OffsetConfig
+
+    @property
+    def was_quarantined(self) -> bool:
+        return self.stored is not None and self.stored[0] < 0
+
+
+def _fold_rows(call: _GroupCall, emit_offsets: bool) -> list[tuple[Any, ...]]:
     """Fold the group's rows into its stored state; the output rows, and the state row updated
     (only when everything succeeded: any exception leaves the state store untouched)."""
+    group_id = call.group_id
+    stored = call.stored  # reassigned below when the state bytes cannot be read
+    cols = call.cols
+    now_ms = call.now_ms
+    gstate = call.gstate
+    config = call.config
     rows: list[tuple[Any, ...]] = []
     restarted = False
     try:
@@ -298,12 +294,11 @@ def _event_id(group_id: str, body: dict[str, Any], seen: dict[str, int] | None =
     return base if n == 1 else f"{base}#{n}"
 
 
-def _failing_row(
-    stored: tuple[int, bytes] | None, cols: dict[str, list[Any]] | None, group_id: str, config: OffsetConfig
-) -> int | None:
-    """Which row of ``cols`` the fold fails on: the rows re-applied one at a time from the stored
-    state (only after a failure, so its cost does not matter).  ``None``: no single row fails (the
-    state bytes themselves, or the expiry step)."""
+def _failing_row(call: _GroupCall) -> int | None:
+    """Which row of ``call.cols`` the fold fails on: the rows re-applied one at a time from the
+    stored state (only after a failure, so its cost does not matter).  ``None``: no single row
+    fails (the state bytes themselves, or the expiry step)."""
+    stored, cols, group_id, config = call.stored, call.cols, call.group_id, call.config
     if cols is None:
         return None
     try:
@@ -320,22 +315,13 @@ def _failing_row(
     return None
 
 
-def _quarantine(
-    group_id: str,
-    stored: tuple[int, bytes] | None,
-    cols: dict[str, list[Any]] | None,
-    *,
-    now_ms: int,
-    gstate: Any,
-    config: OffsetConfig,
-    exc: Exception,
-    was_quarantined: bool,
-) -> list[tuple[Any, ...]]:
+def _quarantine(call: _GroupCall, exc: Exception) -> list[tuple[Any, ...]]:
     """The group keeps its last good state (marked quarantined: a negative codec version in the
     state row, the bytes untouched); the next rows fold from it again, and the first fold that
     succeeds clears the mark (`_recovered_row`).  A ``quarantine`` row tells the driver why, and
     the first failure is a ``group_quarantined`` event."""
-    i = _failing_row(stored, cols, group_id, config)
+    group_id, stored, cols, now_ms = call.group_id, call.stored, call.cols, call.now_ms
+    i = _failing_row(call)
     info: dict[str, Any] = {
         "group_id": group_id,
         "error_type": type(exc).__name__,
@@ -356,9 +342,9 @@ def _quarantine(
             info["source_timestamp_ms"] = cols["source_timestamp_ms"][j]
             info["record_type"] = cols["record_type"][j]
     version = abs(stored[0]) if stored is not None else 0
-    gstate.update((-max(1, version), stored[1] if stored is not None else b""))
+    call.gstate.update((-max(1, version), stored[1] if stored is not None else b""))
     rows: list[tuple[Any, ...]] = [(group_id, "quarantine", None, _dumps(info), None, None)]
-    if not was_quarantined:
+    if not call.was_quarantined:
         body = GroupQuarantined(
             group_id,
             info["source_partition"],

@@ -6,8 +6,9 @@ same rows):
 * snapshot store -- last write wins, so a replay rewrites the same values;
 * change events to JSON-lines files -- one file per batch id (``events-<batch>.jsonl``), written
   atomically, so a replay overwrites it;
-* consumer-health change events (`write_health_events`, from the driver's lag rounds, not a batch)
-  to the same places: ``health-<time>.jsonl`` files and the events topic;
+* change events the driver makes (`MirrorSink.write_driver_events`: reconciliation and drift as
+  ``events-driver-<ms>.jsonl``, consumer health from the lag rounds as ``health-<ms>.jsonl``) to
+  the same places: files beside the batch files and the events topic;
 * change events / committed offsets to Kafka topics -- written with Spark's Kafka sink (the same
   ``kafka.*`` client options as the source), then a per-sink marker file under the checkpoint
   records the batch id; a batch at or below the marker is not written again.  A crash between the
@@ -22,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from streaming.serving.catalogue import reason_label, record_type_label
 from streaming.serving.store import BatchStats, SnapshotStore
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("coordinator_mirror.sink")
+
+#: file name prefixes of the driver's own events (`MirrorSink.write_driver_events`)
+DRIVER_EVENTS: Final = "events-driver"
+HEALTH_EVENTS: Final = "health"
 
 
 class BatchMarker:
@@ -157,7 +162,11 @@ class MirrorSink:
             elif r.kind == "quarantine":
                 quarantined.append(json.loads(r.body))
         self.store.apply(batch_id, snapshots)
-        self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+        # a batch run again (the query restarted from the checkpoint after this sink saw it, before
+        # its commit) is applied again -- the same values -- but counted once
+        counted = batch_id <= self.store.counted_batch
+        if not counted:
+            self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
         if quarantined:
             self.store.quarantine(quarantined)
             for q in quarantined:
@@ -170,43 +179,18 @@ class MirrorSink:
                     q["source_partition"],
                     q["source_offset"],
                 )
-        if errors:
+        if errors and not counted:
             self.store.add_errors(errors)
             # one line per batch, never one per record
             log.warning(
                 "batch %d: %d record(s) could not be decoded (GET /errors lists them)", batch_id, len(errors)
             )
+        self.store.counted_batch = max(self.store.counted_batch, batch_id)
         if self.events_dir is not None and events:
             path = self.events_dir / f"events-{batch_id:012d}.jsonl"
             tmp = path.with_name("." + path.name + ".tmp")
             tmp.write_text("".join(e + "\n" for e in events))
             tmp.replace(path)
-
-    def emit_driver_events(self, events: list[dict[str, Any]]) -> None:
-        """Events the driver itself produces (reconciliation): to the same sinks as the query's --
-        a file ``events-driver-<ms>.jsonl``, and the events topic (key = group id)."""
-        if not events:
-            return
-        lines = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events]
-        if self.events_dir is not None:
-            path = self.events_dir / f"events-driver-{int(time.time() * 1000)}.jsonl"
-            tmp = path.with_name("." + path.name + ".tmp")
-            tmp.write_text("".join(line + "\n" for line in lines))
-            tmp.replace(path)
-        topic = self.settings.events_topic
-        if topic:
-            bootstrap = self.settings.output_bootstrap()
-            assert bootstrap is not None
-            df = self.spark.createDataFrame(
-                [(str(e["group_id"]), line) for e, line in zip(events, lines, strict=True)],
-                "key string, value string",
-            )
-            writer = (
-                df.write.format("kafka").option("topic", topic).option("kafka.bootstrap.servers", bootstrap)
-            )
-            for key, value in self.settings.output_options().items():
-                writer = writer.option(f"kafka.{key}", value)
-            writer.save()
 
     def _write_topics(self, df: DataFrame, batch_id: int) -> None:
         targets = (
@@ -233,17 +217,18 @@ class MirrorSink:
             writer = writer.option(f"kafka.{key}", value)
         writer.save()
 
-    def write_health_events(self, events: list[dict[str, Any]], at_ms: int) -> None:
-        """Consumer-health change events (``group_status_changed``, ``offset_rewound``,
-        ``partition_stalled``; `streaming.serving.burrow.StatusWatcher`) from one evaluation round
-        on the driver, where the batch's events go: ``health-<at_ms>.jsonl`` beside the batch
-        files (atomic), and the events topic keyed by group id.  They come from a round of log
-        offsets, not from a batch, so they carry no source offsets and are written once."""
+    def write_driver_events(self, events: list[dict[str, Any]], at_ms: int, name: str) -> None:
+        """Change events the driver makes itself, not a batch -- ``DRIVER_EVENTS`` (reconciliation,
+        drift at start) or ``HEALTH_EVENTS`` (`streaming.serving.burrow.StatusWatcher`'s
+        ``group_status_changed``, ``offset_rewound``, ``partition_stalled`` from a round of log
+        offsets) -- where the batch's events go: ``<name>-<at_ms>.jsonl`` beside the batch files
+        (atomic), and the events topic keyed by group id.  They carry no batch id (so no marker):
+        written once."""
         if not events:
             return
-        bodies = [json.dumps(e, separators=(",", ":")) for e in events]
+        bodies = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events]
         if self.events_dir is not None:
-            path = self.events_dir / f"health-{at_ms:013d}.jsonl"
+            path = self.events_dir / f"{name}-{at_ms:013d}.jsonl"
             tmp = path.with_name("." + path.name + ".tmp")
             tmp.write_text("".join(b + "\n" for b in bodies))
             tmp.replace(path)

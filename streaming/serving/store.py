@@ -168,6 +168,9 @@ class SnapshotStore:
         #: mirror-lifetime counts by key tuple, for the metrics: ("event", type),
         #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
         self.tallies: dict[tuple[str, ...], int] = {}
+        #: the newest batch id whose rows were counted (tallies, errors): a batch the query runs
+        #: again after a restart from the checkpoint is applied again but not counted twice
+        self.counted_batch = -1
         self.failure: str | None = None
         #: quarantined groups (`streaming.pipeline.adapter`): group id -> why (exception, record)
         self.quarantined: dict[str, dict[str, Any]] = {}

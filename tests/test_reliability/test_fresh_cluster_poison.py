@@ -226,6 +226,7 @@ def test_fresh_cluster_poison_records_and_reconciliation(
             source_check_interval_s=1.0,
             reconcile_interval_s=0,  # rounds are run by the test (phase 3)
             cluster_name="fresh",
+            query_restart_backoff_s=1.0,
         )
 
     started = time.monotonic()
@@ -264,7 +265,15 @@ def test_fresh_cluster_poison_records_and_reconciliation(
         _produce_internal(fresh_kafka.bootstrap, leader_ok)
         _wait("poison-leader", lambda: _group(base, "poison-leader")[0] == 200)
         good_leader = _group(base, "poison-leader")[1]
-        _produce_internal(fresh_kafka.bootstrap, truncated + unknown + crossed + leader_bad)
+        poison = truncated + unknown + crossed + leader_bad
+        _produce_internal(fresh_kafka.bootstrap, poison)
+        # the query stops the moment the sink has seen the poison (as a failed query does), and the
+        # supervisor restarts it from the checkpoint: the batch's observed counts must survive
+        # (read from the stopped query) and a batch run again must not be counted twice
+        _wait("the poison batch", lambda: len(mirror.store.errors) >= len(poison) - 1, 300)
+        mirror.query.stop()
+        restarts = mirror.store.status.query_restarts
+        _wait("the restart", lambda: mirror.store.status.query_restarts > restarts, 300)
         for i, gid in enumerate(GOOD):  # the stream goes on for everybody else
             _commit(fresh_kafka.bootstrap, gid, {0: 100 + i})
         _wait("the quarantine", lambda: "quarantine" in _group(base, "poison-leader")[1])
@@ -289,6 +298,16 @@ def test_fresh_cluster_poison_records_and_reconciliation(
             for status in ("error", "unknown")
         }
         assert skipped == {"error": len(truncated) + len(crossed), "unknown": len(unknown)}, skipped
+        # the query's own counts (observed per batch, before the shuffle) agree
+        observed = {
+            name: metric(m1, f"coordinator_mirror_{name}_total")
+            - metric(m0, f"coordinator_mirror_{name}_total")
+            for name in ("decode_errors", "unknown_records")
+        }
+        assert observed == {
+            "decode_errors": len(truncated) + len(crossed),
+            "unknown_records": len(unknown),
+        }, observed
         listed = [
             e for e in get(f"{base}/errors")[1]["errors"] if e.get("source_partition") == POISON_PARTITION
         ]
