@@ -405,7 +405,12 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=50, help="partitions per group (and per topic)")
     ap.add_argument("--topics", type=int, default=20)
     ap.add_argument("--offsets-partitions", type=int, default=50, help="__consumer_offsets partitions")
-    ap.add_argument("--trigger", type=float, default=2.0, help="mirror trigger interval, seconds")
+    ap.add_argument(
+        "--trigger",
+        type=float,
+        default=Settings.model_fields["trigger_interval_s"].default,
+        help="mirror trigger interval, seconds (default: the mirror's)",
+    )
     ap.add_argument(
         "--max-offsets-per-trigger",
         type=int,
