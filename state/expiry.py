@@ -262,9 +262,29 @@ def _deadline(g: Group, topic: str, entry: OffsetEntry, config: OffsetConfig, co
 
 
 def all_deadlines(g: Group, config: OffsetConfig = DEFAULT_CONFIG) -> dict[TopicPartition, int | None]:
-    """`expires_at_ms` of every offset (one condition evaluation for the whole group)."""
+    """`expires_at_ms` of every offset (one condition evaluation for the whole group).
+
+    `_deadline` inlined: this runs for every offset of every group a micro-batch touches."""
     cond = _condition_cache(g, config)
-    return {tp: _deadline(g, tp[0], e, config, cond) for tp, e in g.offsets.items()}
+    base = cond.base
+    if base is None:
+        return dict.fromkeys(g.offsets, None)  # Rule 7
+    subscribed = cond.subscribed
+    legacy = config.semantics == SEMANTICS_LEGACY
+    retention = config.retention_ms
+    out: dict[TopicPartition, int | None] = {}
+    for tp, e in g.offsets.items():
+        if subscribed(tp[0]):
+            out[tp] = None
+            continue
+        explicit = e[O_EXPIRE_TS]
+        if explicit is not None:  # Rule 1 (<=2.0: strict comparison)
+            out[tp] = explicit + 1 if legacy else explicit
+        elif legacy:
+            out[tp] = e[O_COMMIT_TS] + retention + 1
+        else:
+            out[tp] = base(e) + retention
+    return out
 
 
 def rule_8_deletable(g: Group, config: OffsetConfig) -> bool:

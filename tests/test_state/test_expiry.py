@@ -8,7 +8,14 @@ import pytest
 
 from state import events as ev
 from state.config import OffsetConfig
-from state.expiry import GROUP_TOMBSTONE, GROUP_TOMBSTONE_OVERDUE, expire, expires_at_ms, next_deadline_ms
+from state.expiry import (
+    GROUP_TOMBSTONE,
+    GROUP_TOMBSTONE_OVERDUE,
+    all_deadlines,
+    expire,
+    expires_at_ms,
+    next_deadline_ms,
+)
 from state.model import Group
 from state.replay import fold
 
@@ -160,6 +167,8 @@ def test_expiry_table(
     assert expires_at_ms(g, "t", 0, settings) == t_deadline
     if ("u", 0) in g.offsets:
         assert expires_at_ms(g, "u", 0, settings) == u_deadline
+    # the whole-group evaluation (an inlined loop: the adapter's hot path) gives the same figures
+    assert all_deadlines(g, settings) == {tp: expires_at_ms(g, *tp, settings) for tp in g.offsets}
     deadlines = [t_deadline] if t_deadline is not None else []
     if ("u", 0) in g.offsets and u_deadline is not None:
         deadlines.append(u_deadline)
@@ -189,6 +198,8 @@ def test_explicit_expire_timestamp_wins() -> None:
     assert expires_at_ms(g, "t", 0, S4) == C + DAY  # 2.1+: now >= expireTimestamp
     assert expires_at_ms(g, "t", 0, S2) == C + DAY + 1  # <=2.0: expireTimestamp < now
     assert expires_at_ms(g, "t", 1, S4) == C + R
+    assert all_deadlines(g, S4) == {("t", 0): C + DAY, ("t", 1): C + R}
+    assert all_deadlines(g, S2) == {("t", 0): C + DAY + 1, ("t", 1): C + R + 1}
     # in an Empty classic group the explicit timestamp still wins over the Empty time
     log2 = Log()
     log2.classic("e", 1, [cm("a")])

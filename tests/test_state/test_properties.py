@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from state import events as ev
 from state.codec import decode, encode
 from state.config import OffsetConfig
-from state.expiry import all_deadlines, next_deadline_ms
+from state.expiry import all_deadlines, expires_at_ms, next_deadline_ms
 from state.fold import fold_columns, step_detail
 from state.model import Group
 from state.replay import fold
@@ -196,5 +196,7 @@ def test_step_detail_deadlines_equal_a_fresh_evaluation(
             assert res.deadlines == {} and res.deadline is None
         else:
             assert res.deadlines == all_deadlines(res.group, s)
+            # the inlined loop in all_deadlines = the rules offset by offset (`expires_at_ms`)
+            assert res.deadlines == {tp: expires_at_ms(res.group, *tp, s) for tp in res.group.offsets}
             assert res.deadline == next_deadline_ms(res.group, s)
         g = res.group
