@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 SWEEP_MS = 30_000
 CONFIG = OffsetConfig(confirm_grace_ms=SWEEP_MS + 30_000)
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def _group_tombstone_types(protocol: str) -> int:
 def test_fold_keeps_an_emptied_group_until_the_sweep_tombstone(
     sweeping_kafka: Any, tmp_path: Path, protocol: str
 ) -> None:
-    from lab.lab import Lab
+    from lab.lab import Lab, ProbeError
 
     lab = Lab(sweeping_kafka.bootstrap, sweeping_kafka.settings.kafka_version, run_id=f"sw{protocol[:3]}")
     try:
@@ -93,7 +93,13 @@ def test_fold_keeps_an_emptied_group_until_the_sweep_tombstone(
             group = _leave_without_commit(lab, f"sweep-{attempt}", protocol)
             view = lab.wait_group(group, lambda v: v.state == "Empty", 60, what="Empty")
             by = _records(sweeping_kafka.bootstrap, tmp_path / f"before-{attempt}.jsonl")
-            still = lab.describe(group)[group]
+            try:
+                still = lab.describe(group)[group]
+            except ProbeError as exc:
+                if "GroupIdNotFound" not in str(exc):
+                    raise
+                continue  # swept between the capture and the describe: inconclusive, again
+
             records = by[group]
             tomb = _group_tombstone_types(protocol)
             if not still.exists or any(r.record_type == tomb and r.value is None for r in records):

@@ -71,15 +71,25 @@ public final class GroupProbe {
                     System.out.println(out.append('}'));
                     continue;
                 }
-                out.append(",\"exists\":true");
                 GroupType type = listing.type().orElse(GroupType.CLASSIC);
-                field(out.append(','), "type", type.toString());
-                field(out.append(','), "protocol", listing.protocol());
-                switch (type) {
-                    case SHARE -> appendShare(admin.describeShareGroups(List.of(id)).all().get().get(id), out);
-                    case STREAMS -> appendStreams(admin.describeStreamsGroups(List.of(id)).all().get().get(id), out);
-                    default -> appendConsumer(admin.describeConsumerGroups(List.of(id)).all().get().get(id), out);
+                StringBuilder body = new StringBuilder();
+                field(body.append(','), "type", type.toString());
+                field(body.append(','), "protocol", listing.protocol());
+                try {
+                    switch (type) {
+                        case SHARE -> appendShare(admin.describeShareGroups(List.of(id)).all().get().get(id), body);
+                        case STREAMS -> appendStreams(admin.describeStreamsGroups(List.of(id)).all().get().get(id), body);
+                        default -> appendConsumer(admin.describeConsumerGroups(List.of(id)).all().get().get(id), body);
+                    }
+                } catch (ExecutionException e) {
+                    if (!(e.getCause() instanceof GroupIdNotFoundException)) throw e;
+                    // deleted between the listing and the describe (e.g. the coordinator's sweep)
+                    out.append(",\"exists\":false");
+                    appendOffsets(admin, id, out);
+                    System.out.println(out.append('}'));
+                    continue;
                 }
+                out.append(",\"exists\":true").append(body);
                 if (type != GroupType.SHARE) appendOffsets(admin, id, out);
                 System.out.println(out.append('}'));
             }
