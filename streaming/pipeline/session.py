@@ -98,7 +98,23 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
+    _quiet_loggers(session)
     return session
+
+
+#: Spark loggers whose warnings describe the mirror's normal operation, raised to ERROR:
+#: ``ProcessingTimeExecutor`` warns "Current batch is falling behind" for every micro-batch longer
+#: than the trigger -- with the 0.5 s default, most of them on a busy cluster; the next batch then
+#: simply starts at once.  Batch durations are exported (coordinator_mirror_batch_duration_seconds).
+QUIET_LOGGERS: tuple[str, ...] = ("org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",)
+
+
+def _quiet_loggers(session: SparkSession) -> None:
+    jvm = session._jvm
+    assert jvm is not None
+    error = jvm.org.apache.logging.log4j.Level.ERROR
+    for name in QUIET_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
 
 
 def _warm(batches: Iterator[Any]) -> Iterator[Any]:

@@ -269,3 +269,16 @@ def test_executor_reader_waits_out_a_parked_fetch_at_the_log_end(spark: Any, kaf
         "waits behind the parked fetch, kafka.fetch.max.wait.ms=0 in streaming/pipeline/source.py can go"
     )
     assert fast < slow - 4.0, (fast, slow)  # ... and the mirror's 0 ms avoids the wait
+
+
+@pytest.mark.spark
+def test_quiet_loggers_exist_and_are_raised_to_error(spark: Any) -> None:
+    """The session raises the loggers of `QUIET_LOGGERS` to ERROR; each names a class this Spark has
+    (a rename in a newer Spark would silently bring the per-batch warnings back)."""
+    from streaming.pipeline.session import QUIET_LOGGERS
+
+    jvm = spark._jvm
+    for name in QUIET_LOGGERS:
+        jvm.java.lang.Class.forName(name)  # raises if Spark moved the class
+        level = jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
+        assert str(level.toString()) == "ERROR", (name, str(level.toString()))
