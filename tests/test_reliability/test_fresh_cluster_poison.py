@@ -90,6 +90,25 @@ def _group(base: str, gid: str) -> tuple[int, Any]:
     return get(f"{base}/groups/{urllib.parse.quote(gid, safe='')}")
 
 
+def mirrored(base: str) -> dict[str, Any]:
+    """Every group's ``GET /groups/{id}`` body, by group id."""
+    return {g["group_id"]: _group(base, g["group_id"])[1] for g in get(f"{base}/groups")[1]["groups"]}
+
+
+def uninterrupted_run(settings: Any, spark: Any) -> dict[str, Any]:
+    """A fresh mirror over the same log until ready and one more batch: what a run without the
+    fault ends with (`mirrored`)."""
+    from streaming.app.mirror import Mirror
+
+    reference = Mirror(settings, spark=spark).start()
+    try:
+        assert reference.wait_ready(900)
+        reference.wait_batches(1, 300)
+        return mirrored(reference.http.url)
+    finally:
+        reference.stop()
+
+
 def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
     """Commit through the Admin API, retried until every partition is accepted: right after the
     coordinator created `__consumer_offsets` (a new cluster) a partition may still be loading, and
@@ -355,19 +374,12 @@ def test_fresh_cluster_poison_records_and_reconciliation(
         assert ("group_quarantined", "poison-leader") in types
         assert ("group_recovered", "poison-leader") in types
         assert {g for t, g in types if t == "reconcile_mismatch"} == written_only
-        live = {g["group_id"]: _group(base, g["group_id"])[1] for g in get(f"{base}/groups")[1]["groups"]}
+        live = mirrored(base)
     finally:
         mirror.stop()
 
     # -- 4. an uninterrupted run over the same log -------------------------------------------
-    reference = Mirror(settings("reference"), spark=spark).start()
-    try:
-        assert reference.wait_ready(900)
-        reference.wait_batches(1, 300)
-        rbase = reference.http.url
-        ref = {g["group_id"]: _group(rbase, g["group_id"])[1] for g in get(f"{rbase}/groups")[1]["groups"]}
-    finally:
-        reference.stop()
+    ref = uninterrupted_run(settings("reference"), spark)
     assert ref.keys() == live.keys()
     for gid, snap in ref.items():
         if gid in written_only:  # marked gone by the reconciliation: the rest is the same

@@ -28,6 +28,8 @@ from tests.test_reliability.test_fresh_cluster_poison import (
     _group,
     _metrics,
     metric,
+    mirrored,
+    uninterrupted_run,
 )
 from tests.test_streaming.test_mirror import get
 
@@ -133,18 +135,11 @@ def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, tmp_path: 
         )
         assert metric(_metrics(base), "coordinator_mirror_source_up") == 1
         mirror.wait_batches(1, 300)
-        live = {g["group_id"]: _group(base, g["group_id"])[1] for g in get(f"{base}/groups")[1]["groups"]}
+        live = mirrored(base)
     finally:
         mirror.stop()
 
-    reference = Mirror(settings("reference"), spark=spark).start()
-    try:
-        assert reference.wait_ready(900)
-        reference.wait_batches(1, 300)
-        rbase = reference.http.url
-        ref = {g["group_id"]: _group(rbase, g["group_id"])[1] for g in get(f"{rbase}/groups")[1]["groups"]}
-    finally:
-        reference.stop()
+    ref = uninterrupted_run(settings("reference"), spark)
     assert set(ref) == set(live) == set(GROUPS)
     for gid in GROUPS:
         assert live[gid] == ref[gid], gid
