@@ -38,6 +38,18 @@ RUN mvn -q -B -f jvm/spark/pom.xml dependency:copy-dependencies \
             -DincludeScope=runtime -DoutputDirectory=/out/cloud-jars; \
     fi
 
+# Hadoop's local file system without a process per call (jvm/localfs; `make jars` builds the same),
+# compiled against the hadoop-client-api that pyspark ships (HADOOP_VERSION: docker/cloud-jars/pom.xml).
+ARG HADOOP_VERSION=3.5.0
+COPY jvm/localfs/src jvm/localfs/src
+RUN mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+        -Dartifact=org.apache.hadoop:hadoop-client-api:${HADOOP_VERSION} -DoutputDirectory=/build/hadoop-api \
+    && mkdir -p /build/localfs /out/jars/localfs-${SPARK_VERSION} \
+    && javac --release 17 -nowarn -d /build/localfs -cp '/build/hadoop-api/*' \
+        jvm/localfs/src/io/github/coordinatormirror/fs/*.java \
+    && jar cf /out/jars/localfs-${SPARK_VERSION}/coordinator-mirror-localfs.jar -C /build/localfs . \
+    && touch /out/jars/localfs-${SPARK_VERSION}/.complete
+
 # -- The Python environment: the project and pyspark in a virtualenv ----------------------------
 FROM ${PYTHON_IMAGE} AS venv
 ARG SPARK_VERSION=4.2.0

@@ -24,6 +24,7 @@ KAFKA_STAMP     := $(JARS_DIR)/kafka-$(KAFKA_VERSION)/.complete
 KAFKA_OLD_STAMP := $(JARS_DIR)/kafka-$(KAFKA_OLD_VERSION)/.complete
 SPARK_STAMP     := $(JARS_DIR)/spark-kafka-$(SPARK_VERSION)/.complete
 PROBE_STAMP     := $(JARS_DIR)/tools-$(KAFKA_VERSION)/.complete
+LOCALFS_STAMP   := $(JARS_DIR)/localfs-$(SPARK_VERSION)/.complete
 VENV_STAMP      := $(VENV)/.installed-$(SPARK_VERSION)
 
 export COORDINATOR_MIRROR_JARS := $(abspath $(JARS_DIR))
@@ -50,7 +51,7 @@ $(VENV_STAMP): pyproject.toml lab/pyproject.toml
 	@touch $@
 
 .PHONY: jars
-jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) ## resolve the Kafka brokers and Spark's Kafka connector from Maven Central
+jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) ## resolve the Kafka brokers and Spark's Kafka connector from Maven Central; build jvm/localfs
 
 $(JARS_DIR)/kafka-%/.complete: jvm/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -66,6 +67,19 @@ $(JARS_DIR)/spark-kafka-%/.complete: jvm/spark/pom.xml
 	    -DincludeScope=runtime \
 	    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
 	    -DoutputDirectory=$(abspath $(JARS_DIR))/spark-kafka-$*
+	@touch $@
+
+# Hadoop's local file system without a child process per call (jvm/localfs, see its javadoc),
+# compiled against the Hadoop API jar of the installed pyspark; streaming/pipeline/session.py puts
+# it on the driver's and executors' classpath.
+LOCALFS_SRC := $(wildcard jvm/localfs/src/io/github/coordinatormirror/fs/*.java)
+$(JARS_DIR)/localfs-%/.complete: $(LOCALFS_SRC) $(VENV_STAMP)
+	@command -v javac >/dev/null || { echo "a JDK (javac) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@rm -rf $(JARS_DIR)/localfs-$* && mkdir -p $(JARS_DIR)/localfs-$*/classes
+	javac --release 17 -nowarn -d $(JARS_DIR)/localfs-$*/classes \
+	    -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*" $(LOCALFS_SRC)
+	jar cf $(JARS_DIR)/localfs-$*/coordinator-mirror-localfs.jar -C $(JARS_DIR)/localfs-$*/classes .
+	@rm -rf $(JARS_DIR)/localfs-$*/classes
 	@touch $@
 
 # Our Java helpers (jvm/tools/src): GroupProbe reads group state back through Kafka's own

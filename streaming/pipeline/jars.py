@@ -4,6 +4,7 @@ Layout (default ``<repo>/jvm/lib``, or ``$COORDINATOR_MIRROR_JARS``)::
 
     kafka-<version>/*.jar          a broker, its tools jar and a log4j2 backend
     spark-kafka-<version>/*.jar    spark-sql-kafka-0-10 and its runtime dependencies
+    localfs-<version>/*.jar        our Hadoop local file system without a process per call (jvm/localfs)
 
 Each folder is complete only if it holds the ``.complete`` stamp that the Makefile writes last, so
 a half-finished download is never mistaken for a usable classpath.
@@ -72,6 +73,16 @@ def spark_kafka_jars(spark_version: str | None = None) -> list[str]:
     if not connector:
         raise MissingArtifactsError(f"{folder} holds no spark-sql-kafka-0-10 jar")
     return jars
+
+
+def localfs_jar(spark_version: str | None = None) -> str:
+    """Our Hadoop local file system (jvm/localfs), built against ``spark_version``'s Hadoop API."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    folder = _complete_dir(f"localfs-{spark_version}", f"make jars SPARK_VERSION={spark_version}")
+    return str(folder / "coordinator-mirror-localfs.jar")
 
 
 def probe_classpath(version: str | None = None) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streaming.pipeline import worker_tune
-from streaming.pipeline.jars import spark_kafka_jars
+from streaming.pipeline.jars import localfs_jar, spark_kafka_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,6 +38,30 @@ BASE_CONF: dict[str, str] = {
     # Stable metric names (without it Dropwizard names carry the app id).
     "spark.metrics.namespace": "coordinator_mirror",
 }
+
+
+#: Hadoop's ``file:`` file system for both of its APIs: ours (jvm/localfs) does without the child
+#: process Hadoop's own spawns for every file it creates (``chmod``) and every FileContext rename
+#: (``readlink``) when its native library is absent -- ~12 ms each in a JVM this size, ~40-60 ms
+#: per checkpoint file, several files per micro-batch (`bench/checkpoint_fs.py`).  Only ``file:``
+#: paths are affected (a volume-backed checkpoint); object stores keep their own.
+LOCALFS_CONF: dict[str, str] = {
+    "spark.hadoop.fs.file.impl": "io.github.coordinatormirror.fs.NoForkLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.github.coordinatormirror.fs.NoForkLocalFileSystem$Fs",
+}
+
+
+def localfs_conf(settings: Mapping[str, str]) -> dict[str, str]:
+    """`LOCALFS_CONF` and our jar on the driver's and executors' class path (ahead of any given in
+    ``settings``).  Only for a session whose JVM starts here: Hadoop loads file system classes from
+    the JVM's own class path (not spark.jars), which is fixed when the JVM starts -- a JVM started
+    elsewhere (a SparkApplication's driver) keeps Hadoop's own file system."""
+    fs_jar = localfs_jar()
+    out = dict(LOCALFS_CONF)
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        given = settings.get(key)
+        out[key] = f"{fs_jar}:{given}" if given else fs_jar
+    return out
 
 
 class ConnectorVersionError(RuntimeError):
@@ -82,6 +106,7 @@ def build_session(
     # Python workers must run this interpreter (same venv, same pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -94,6 +119,9 @@ def build_session(
         check_connector(jars)
         settings["spark.jars"] = ",".join(jars)
     settings.update(conf or {})
+    if SparkContext._active_spark_context is None:
+        own = localfs_conf(settings)  # a file system class given in ``conf`` wins; class paths add up
+        settings.update({k: v for k, v in own.items() if k.endswith(".extraClassPath") or k not in settings})
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -180,6 +180,51 @@ def test_s3a_jars_match_the_hadoop_in_pyspark() -> None:
     assert artifacts == {"hadoop-aws"}  # the AWS SDK v2 bundle comes as its dependency
 
 
+def test_the_image_builds_our_local_file_system_as_make_jars_does(tmp_path: Path) -> None:
+    """The jars stage's jvm/localfs step, run for real (Maven Central, javac): the jar lands where
+    streaming/pipeline/jars.py looks, built against the Hadoop that pyspark ships."""
+    import pyspark
+
+    [client] = [p.name for p in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar")]
+    assert _arg_default("HADOOP_VERSION") == client.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    [run] = [a for c, a in instructions() if c == "RUN" and "jvm/localfs" in a]
+    assert ("COPY", "jvm/localfs/src jvm/localfs/src") in instructions()
+    script = (
+        run.replace("${SPARK_VERSION}", _arg_default("SPARK_VERSION"))
+        .replace("${HADOOP_VERSION}", _arg_default("HADOOP_VERSION"))
+        .replace("/build/", f"{tmp_path}/build/")
+        .replace("/out/", f"{tmp_path}/out/")
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "out" / "jars" / f"localfs-{_arg_default('SPARK_VERSION')}"
+    assert (folder / ".complete").is_file()
+    listing = subprocess.run(
+        ["jar", "tf", str(folder / "coordinator-mirror-localfs.jar")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "io/github/coordinatormirror/fs/NoForkLocalFileSystem$Fs.class" in listing
+    from streaming.pipeline import jars
+
+    os.environ["COORDINATOR_MIRROR_JARS"], saved = (
+        str(tmp_path / "out" / "jars"),
+        os.environ.get("COORDINATOR_MIRROR_JARS"),
+    )
+    try:
+        assert jars.localfs_jar(_arg_default("SPARK_VERSION")) == str(
+            folder / "coordinator-mirror-localfs.jar"
+        )
+    finally:
+        if saved is None:
+            del os.environ["COORDINATOR_MIRROR_JARS"]
+        else:
+            os.environ["COORDINATOR_MIRROR_JARS"] = saved
+
+
 # ------------------------------------------------------------------------------ image <-> chart
 def test_what_the_chart_expects_of_the_image() -> None:
     copies = {args.split()[-1]: args for cmd, args in instructions() if cmd == "COPY"}

@@ -282,3 +282,34 @@ def test_quiet_loggers_exist_and_are_raised_to_error(spark: Any) -> None:
         jvm.java.lang.Class.forName(name)  # raises if Spark moved the class
         level = jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
         assert str(level.toString()) == "ERROR", (name, str(level.toString()))
+
+
+def test_hadoop_local_file_system_spawns_a_process_per_file(spark: Any, tmp_path: Path) -> None:
+    """Workaround: jvm/localfs (``NoForkLocalFileSystem``, set by streaming/pipeline/session.py
+    ``LOCALFS_CONF``).
+
+    Without its native library, Hadoop's own local file system runs ``chmod`` for every file it
+    creates and ``readlink`` for every rename through FileContext -- processes the JVM spawns and
+    reaps, several per checkpoint file (Hadoop 3.5.0 of pyspark 4.2.0).  Checked on a stock
+    instance (the session itself uses ours): the faults of reaped children, which only grow when
+    the JVM reaps a child process, grow with a checkpoint file written the way Spark writes it."""
+    from tests.test_streaming.test_localfs import reaped_child_faults
+
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration()
+    conf.set("fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.LocalFs")
+    conf.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
+    conf.setBoolean("fs.file.impl.disable.cache", True)
+    cfm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+    fm = cfm.create(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}"), conf)
+    assert fm.getClass().getSimpleName() == "FileContextBasedCheckpointFileManager"
+
+    before = reaped_child_faults(spark)
+    out = fm.createAtomic(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/0"), False)
+    out.write(bytearray(b"v1\n"))
+    out.close()
+    assert (tmp_path / "0").read_bytes() == b"v1\n"
+    assert reaped_child_faults(spark) > before, (
+        "Hadoop's stock local file system created and renamed a file without spawning a process: "
+        "jvm/localfs (and LOCALFS_CONF in streaming/pipeline/session.py) can go"
+    )
