@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from state import codec
 from state.events import DriftSuspected, ReconcileMismatch
@@ -122,8 +122,8 @@ class Mirror:
         self._driver_events: list[dict[str, Any]] = []
         self.observed: dict[str, int] = {}
         self.progress_history: list[dict[str, Any]] = []
-        #: the progress entries taken (`_take_progress`) that are still in Spark's buffer
-        self._progress_taken: set[tuple[str, int, str]] = set()
+        #: keys of the progress entries taken, oldest first (`_take_progress`)
+        self._progress_taken: dict[tuple[str, int, str], None] = {}
         self._progress_lock = threading.Lock()
         self._progress_failures = 0
         self._progress_thread: threading.Thread | None = None
@@ -513,12 +513,16 @@ class Mirror:
         assert self.offset_reader is not None
         interval = self.settings.lag_interval_s
         while True:
+            started = time.monotonic()
             try:
                 self._drain_lag_pending()
                 r = self.offset_reader.read(self.lag.wanted(), self.lag.subscribed())
                 self.lag.apply_round(r)
                 now_ms = int(time.time() * 1000)
-                events = self.burrow.evaluate_all(now_ms)
+                # paced: at most a third of a core, so that a round over thousands of changed
+                # groups does not halve the CPU of the micro-batches running meanwhile (on 2
+                # cores a 2.5 s evaluation made them 2-3x slower for as long: the latency p99)
+                events = self.burrow.evaluate_all(now_ms, pause=lambda busy: self._stopped.wait(2 * busy))
                 if events:
                     tallies: dict[tuple[str, ...], int] = {}
                     for e in events:
@@ -529,7 +533,7 @@ class Mirror:
             except Exception:  # a failed round is counted and retried, never fatal
                 self.lag.failed_rounds += 1
                 log.warning("log offsets round failed", exc_info=True)
-            if self._stopped.wait(interval):
+            if self._stopped.wait(max(0.0, interval - (time.monotonic() - started))):
                 return
 
     def _write_health_events(self, events: list[dict[str, Any]], now_ms: int) -> None:
@@ -577,19 +581,28 @@ class Mirror:
         Progress entries are told apart by (run id, batch id, trigger start), not by batch id
         alone: a trigger that ran no batch (no source had new data -- e.g. the first trigger after
         a restart, before the tick source's first row) reports the *next* batch's id with no
-        observed metrics, and the batch that then runs under that id must still be taken."""
+        observed metrics, and the batch that then runs under that id must still be taken.
+
+        Only the new tail of Spark's buffer (up to 100 entries) crosses py4j: PySpark's
+        ``recentProgress`` converts all of them, each a JSON of every partition's offsets and the
+        state store's metrics -- with a micro-batch every half second that was a sizeable share of
+        the driver's CPU (py-spy: ~20% of a core under 500 commits/s)."""
+        from pyspark.sql.streaming.listener import StreamingQueryProgress
+
         with self._progress_lock:
-            last = q.lastProgress
-            if last is None or _progress_key(last) in self._progress_taken:
-                return
-            taken: set[tuple[str, int, str]] = set()
-            for progress in q.recentProgress:
-                key = _progress_key(progress)
-                taken.add(key)
-                if key not in self._progress_taken:
-                    self._on_progress(progress)
-            # only the keys still in Spark's buffer can come back
-            self._progress_taken = taken
+            buffer = q._jsq.recentProgress()
+            fresh: list[tuple[tuple[str, int, str], Any]] = []
+            for i in range(len(buffer) - 1, -1, -1):  # newest first, down to the first one taken
+                jp = buffer[i]
+                key = (str(jp.runId().toString()), int(jp.batchId()), str(jp.timestamp()))
+                if key in self._progress_taken:
+                    break
+                fresh.append((key, jp))
+            for key, jp in reversed(fresh):
+                self._on_progress(StreamingQueryProgress.fromJson(json.loads(jp.json())))
+                self._progress_taken[key] = None
+            while len(self._progress_taken) > _PROGRESS_KEYS_KEPT:
+                del self._progress_taken[next(iter(self._progress_taken))]
 
     def _on_progress(self, progress: Any) -> None:
         topic = self.settings.topic
@@ -895,9 +908,8 @@ class Mirror:
             self.spark.stop()
 
 
-def _progress_key(progress: Any) -> tuple[str, int, str]:
-    """What tells one progress entry from another: its run, batch id and trigger start."""
-    return (str(progress.runId), int(progress.batchId), str(progress.timestamp))
+#: more than Spark's buffer of recent progress (spark.sql.streaming.numRecentProgressUpdates, 100)
+_PROGRESS_KEYS_KEPT: Final = 1000
 
 
 def _partition_offsets(raw: Any, topic: str) -> dict[int, int]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -374,6 +375,10 @@ def status_json(gs: GroupStatus, cluster: str, show_all: bool) -> dict[str, Any]
     }
 
 
+#: groups evaluated between two calls of `Burrow.evaluate_all`'s ``pause``
+PACE_GROUPS: Final = 250
+
+
 class Burrow:
     """The window, the evaluator and the watcher together, for the routes and the metrics."""
 
@@ -407,7 +412,9 @@ class Burrow:
                 out.append(gs)
         return out
 
-    def evaluate_all(self, now_ms: int, *, full: bool = False) -> list[dict[str, Any]]:
+    def evaluate_all(
+        self, now_ms: int, *, full: bool = False, pause: Callable[[float], object] | None = None
+    ) -> list[dict[str, Any]]:
         """One evaluation after each offsets round: the change events.
 
         Only the groups whose status can have changed are evaluated (``full``: every group; the
@@ -420,7 +427,11 @@ class Burrow:
           "recently caught up"), or left the round;
         * the time passed the moment Rule 3 turns true for one of its partitions with lag that is
           not STOP yet: newest commit + (newest - oldest commit time);
-        * topic names changed, the clock went back, or it is the first evaluation: every group."""
+        * topic names changed, the clock went back, or it is the first evaluation: every group.
+
+        ``pause``: called after every `PACE_GROUPS` groups with the thread CPU seconds they took
+        (the driver sleeps there, so that a round over many changed groups does not take a whole
+        core from the micro-batches in one go)."""
         changed, everything = self.tracker.take_changes()
         dirty = self.history.take_dirty()
         last, self._last_now = self._last_now, now_ms
@@ -432,7 +443,11 @@ class Burrow:
             todo = sorted(dirty | due | self.history.touching(changed))
             removed = []
         statuses: list[GroupStatus] = []
-        for gid in todo:
+        busy_from = time.thread_time()
+        for i, gid in enumerate(todo):
+            if pause is not None and i and i % PACE_GROUPS == 0:
+                pause(time.thread_time() - busy_from)
+                busy_from = time.thread_time()
             gs = self.status(gid, now_ms)
             if gs is None:
                 self._recheck.pop(gid, None)

@@ -1,7 +1,8 @@
 """Burrow's incremental evaluation (`Burrow.evaluate_all`: only the groups whose status can have
 changed) gives what a full evaluation gives, round after round, over groups that keep up, fall
 behind, stop, stall, rewind, are deleted and come back, and partitions whose end moves, stays
-flat or leaves the round (a deleted topic) -- property-style, seeded."""
+flat or leaves the round (a deleted topic) -- property-style, seeded.  The incremental side is
+paced as the driver paces it (``pause`` between slices of groups), which changes nothing either."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from state.model import Group
+from streaming.serving import burrow as burrow_module
 from streaming.serving.burrow import Burrow
 from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from tests.test_observability.synthetic import stable_classic
@@ -19,20 +21,24 @@ BEHAVIOURS = ("keeps_up", "slow", "stopped", "stalled", "rewinds", "idle_topic")
 
 
 class Pipeline:
-    def __init__(self, intervals: int) -> None:
+    def __init__(self, intervals: int, paced: bool = False) -> None:
         self.tracker = LagTracker()
         self.burrow = Burrow(self.tracker, "c", intervals, 0)
+        #: thread CPU seconds handed to ``pause``, one entry per pause (paced pipelines only)
+        self.pauses: list[float] | None = [] if paced else None
 
     def groups(self, changed: list[tuple[str, Group | None]]) -> None:
         self.burrow.history.record(self.tracker.apply_groups(changed), self.tracker)
 
     def round(self, r: LogOffsets, now_ms: int, full: bool) -> list[dict[str, Any]]:
         self.tracker.apply_round(r)
-        return self.burrow.evaluate_all(now_ms, full=full)
+        pause = None if self.pauses is None else self.pauses.append
+        return self.burrow.evaluate_all(now_ms, full=full, pause=pause)
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_incremental_evaluation_equals_full_evaluation(seed: int) -> None:
+def test_incremental_evaluation_equals_full_evaluation(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(burrow_module, "PACE_GROUPS", 3)
     rnd = random.Random(seed)
     intervals = rnd.choice((3, 5, 10))
     groups: dict[str, Group] = {}
@@ -43,7 +49,7 @@ def test_incremental_evaluation_equals_full_evaluation(seed: int) -> None:
         for tp in g.offsets:
             behaviour[(g.group_id, tp)] = rnd.choice(BEHAVIOURS)
     ends = {tp: e[0] + rnd.randrange(0, 50) for g in groups.values() for tp, e in g.offsets.items()}
-    inc, full = Pipeline(intervals), Pipeline(intervals)
+    inc, full = Pipeline(intervals, paced=True), Pipeline(intervals)
     for p in (inc, full):
         p.groups(list(groups.items()))
     now = 1_700_000_000_000
@@ -109,3 +115,5 @@ def test_incremental_evaluation_equals_full_evaluation(seed: int) -> None:
         e["type"] for e in full.burrow.watcher.events
     } >= {"group_status_changed"}
     assert evaluated < 120 * len(groups)
+    # paced every 3 groups whenever a round evaluated more than 3
+    assert inc.pauses and all(busy >= 0 for busy in inc.pauses)
