@@ -510,11 +510,17 @@ def main() -> int:
         t1 = time.monotonic()
         burst_in_one_transaction(broker.bootstrap, burst, args.topics)
         log(f"committed to {burst} groups in one transaction in {time.monotonic() - t1:.1f}s")
+        # Read-committed makes the transaction visible partition by partition, as the coordinator
+        # writes its commit markers: a micro-batch planned between two markers splits the burst.
+        # The batches that hold its rows (one, usually) are taken together.
         deadline = time.monotonic() + 300
         big: list[dict[str, Any]] = []
-        while not big and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             time.sleep(0.5)
-            big = [p for p in list(mirror.progress_history)[history_before:] if p["input_rows"] >= burst]
+            busy = [p for p in list(mirror.progress_history)[history_before:] if p["input_rows"] > 100]
+            if sum(p["input_rows"] for p in busy) >= burst:
+                big = busy
+                break
         time.sleep(1)  # the sink hook records the batch's phases right after its progress
         figures["active_groups_batches"] = [
             {
@@ -542,9 +548,11 @@ def main() -> int:
 
         floor_times = floor_run(spark, tempfile.mkdtemp(prefix="floor-", dir=workdir), burst, 2, 3)
         floor_best = min(floor_times[1:])
-        batch_s = min(b["addBatch_ms"] for b in figures["active_groups_batches"]) / 1000
+        # split over several batches: their sum (each pays the fixed cost once more)
+        batch_s = sum(b["addBatch_ms"] for b in figures["active_groups_batches"]) / 1000
         figures["per_group"] = {
             "groups": burst,
+            "batches": len(figures["active_groups_batches"]),
             "mirror_batch_addBatch_s": batch_s,
             "framework_floor_s": round(floor_best, 2),
             "ratio": round(batch_s / floor_best, 2),
