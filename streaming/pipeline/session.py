@@ -64,6 +64,23 @@ def localfs_conf(settings: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def _localfs_settings(settings: Mapping[str, str], context: Any) -> dict[str, str]:
+    """`localfs_conf` when the JVM starts with this session; for a JVM already running (started by
+    spark-submit -- a SparkApplication's driver --, or by an earlier session of this process), only
+    the file system settings, and only if that JVM can load our class: Hadoop would fail on every
+    ``file:`` path otherwise."""
+    gateway = context._gateway
+    if gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return localfs_conf(settings)
+    if gateway is None:
+        return {}  # spark-submit's JVM, not reachable before the context exists: Hadoop's own
+    try:
+        gateway.jvm.java.lang.Class.forName(LOCALFS_CONF["spark.hadoop.fs.file.impl"])
+    except Exception:
+        return {}
+    return dict(LOCALFS_CONF)
+
+
 class ConnectorVersionError(RuntimeError):
     """The spark-sql-kafka jar on the classpath does not match the running pyspark."""
 
@@ -120,7 +137,8 @@ def build_session(
         settings["spark.jars"] = ",".join(jars)
     settings.update(conf or {})
     if SparkContext._active_spark_context is None:
-        own = localfs_conf(settings)  # a file system class given in ``conf`` wins; class paths add up
+        own = _localfs_settings(settings, SparkContext)
+        # a file system class given in ``conf`` wins; class paths add up
         settings.update({k: v for k, v in own.items() if k.endswith(".extraClassPath") or k not in settings})
     for key, value in settings.items():
         builder = builder.config(key, value)
