@@ -293,23 +293,9 @@ def test_hadoop_local_file_system_spawns_a_process_per_file(spark: Any, tmp_path
     reaps, several per checkpoint file (Hadoop 3.5.0 of pyspark 4.2.0).  Checked on a stock
     instance (the session itself uses ours): the faults of reaped children, which only grow when
     the JVM reaps a child process, grow with a checkpoint file written the way Spark writes it."""
-    from tests.test_streaming.test_localfs import reaped_child_faults
+    from tests.test_streaming.test_localfs import stock_checkpoint_file_faults
 
-    jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration()
-    conf.set("fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.LocalFs")
-    conf.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
-    conf.setBoolean("fs.file.impl.disable.cache", True)
-    cfm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-    fm = cfm.create(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}"), conf)
-    assert fm.getClass().getSimpleName() == "FileContextBasedCheckpointFileManager"
-
-    before = reaped_child_faults(spark)
-    out = fm.createAtomic(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/0"), False)
-    out.write(bytearray(b"v1\n"))
-    out.close()
-    assert (tmp_path / "0").read_bytes() == b"v1\n"
-    assert reaped_child_faults(spark) > before, (
+    assert stock_checkpoint_file_faults(spark, tmp_path) > 0, (
         "Hadoop's stock local file system created and renamed a file without spawning a process: "
         "jvm/localfs (and LOCALFS_CONF in streaming/pipeline/session.py) can go"
     )
