@@ -22,10 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def reaped_child_faults(spark: Any) -> int:
-    pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[8])
+from tests.test_streaming.test_localfs import reaped_child_faults, stock_checkpoint_manager
 
 
 def write_files(spark: Any, manager: Any, folder: str, n: int) -> tuple[float, int]:
@@ -50,31 +47,24 @@ def main() -> None:
 
     spark = build_session(conf={"spark.ui.enabled": "false", "spark.driver.memory": args.driver_memory})
     jvm = spark._jvm
-    stock = jvm.org.apache.hadoop.conf.Configuration()
-    stock.set("fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.LocalFs")
-    stock.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
     cfm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
     print(
         f"{args.files} checkpoint files each (create, write, close, rename), "
         f"driver memory {args.driver_memory}"
     )
     with tempfile.TemporaryDirectory(prefix="checkpoint-fs-") as tmp:
-        for name, conf in (("stock LocalFs", stock), ("ours", spark._jsc.hadoopConfiguration())):
+        for name in ("stock LocalFs", "ours"):
             folder = Path(tmp) / name.replace(" ", "-")
             (folder / "warm").mkdir(parents=True)
-            manager = cfm.create(jvm.org.apache.hadoop.fs.Path(f"file://{folder}"), conf)
-            fs_class = (
-                jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
-                .getDefaultFileSystem()
-                .getClass()
-                .getName()
-            )
+            if name == "ours":
+                manager = cfm.create(
+                    jvm.org.apache.hadoop.fs.Path(f"file://{folder}"), spark._jsc.hadoopConfiguration()
+                )
+            else:
+                manager = stock_checkpoint_manager(spark, folder)
             write_files(spark, manager, str(folder / "warm"), 10)  # class loading, JIT
             per_file, faults = write_files(spark, manager, str(folder), args.files)
-            print(
-                f"  {name:14s} {per_file * 1000:7.2f} ms per file, "
-                f"child-process faults {faults:8d}  ({fs_class})"
-            )
+            print(f"  {name:14s} {per_file * 1000:7.2f} ms per file, child-process faults {faults:8d}")
     spark.stop()
 
 

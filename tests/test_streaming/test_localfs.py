@@ -32,10 +32,9 @@ def reaped_child_faults(spark: Any) -> int:
     return int(fields[8])  # fields[0] is the state (field 3 of proc(5)); cminflt is field 11
 
 
-def stock_checkpoint_file_faults(spark: Any, folder: Path) -> int:
-    """The reaped-child faults of one checkpoint file written the way Spark writes it (create,
-    write, close, rename through the FileContext-based manager) over Hadoop's *stock* ``LocalFs``
-    in this JVM (the session itself uses ours)."""
+def stock_checkpoint_manager(spark: Any, folder: Path) -> Any:
+    """Spark's FileContext-based checkpoint manager for ``folder`` over Hadoop's *stock* ``LocalFs``,
+    in this JVM (the session itself uses ours).  Also used by bench/checkpoint_fs.py."""
     jvm = spark._jvm
     conf = jvm.org.apache.hadoop.conf.Configuration()
     conf.set("fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.LocalFs")
@@ -44,8 +43,15 @@ def stock_checkpoint_file_faults(spark: Any, folder: Path) -> int:
     cfm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
     fm = cfm.create(jvm.org.apache.hadoop.fs.Path(f"file://{folder}"), conf)
     assert fm.getClass().getSimpleName() == "FileContextBasedCheckpointFileManager"
+    return fm
+
+
+def stock_checkpoint_file_faults(spark: Any, folder: Path) -> int:
+    """The reaped-child faults of one checkpoint file written the way Spark writes it (create,
+    write, close, rename) through `stock_checkpoint_manager`."""
+    fm = stock_checkpoint_manager(spark, folder)
     before = reaped_child_faults(spark)
-    out = fm.createAtomic(jvm.org.apache.hadoop.fs.Path(f"file://{folder}/0"), False)
+    out = fm.createAtomic(spark._jvm.org.apache.hadoop.fs.Path(f"file://{folder}/0"), False)
     out.write(bytearray(b"v1\n"))
     out.close()
     assert (folder / "0").read_bytes() == b"v1\n"
