@@ -29,10 +29,10 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
-from streaming.serving.lag import GroupOffsets, LagTracker, PartitionLag, lag_json
+from streaming.serving.lag import NO_OWNER, UNKNOWN, GroupOffsets, LagTracker, lag_json
 
 # Burrow's StatusConstant (core/protocol/evaluator.go): ordered from good to bad
 NOTFOUND: Final = 0
@@ -44,69 +44,92 @@ STALL: Final = 5
 REWIND: Final = 6
 STATUS_NAMES: Final = ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
 
-#: (offset, commit timestamp ms, lag at commit or None)
+#: (offset, commit timestamp ms, lag at commit or None): one commit as the HTTP routes show it
 Commit = tuple[int, int, int | None]
+#: a partition's window of commits as `CommitHistory` keeps it: flat ``(offset, timestamp_ms,
+#: lag or -1)`` triples, oldest first.  The rules read it as it is stored: evaluating every
+#: changed group after each offsets round is the driver's largest lag cost (README "Cost"), and
+#: building a tuple per commit first cost as much as the rules themselves.
+Window = Sequence[int]
+
+
+def window_of(commits: Iterable[Commit]) -> list[int]:
+    """Commits -> the flat window (lag None -> -1)."""
+    return [x for off, ts, lag in commits for x in (off, ts, -1 if lag is None else lag)]
+
+
+def commits_of(w: Window) -> list[Commit]:
+    """The flat window -> commits (lag -1 -> None), oldest first."""
+    return [(w[i], w[i + 1], None if w[i + 2] < 0 else w[i + 2]) for i in range(0, len(w), 3)]
 
 
 # ------------------------------------------------------------------------------------- rules
-def rule1_lag_ever_zero(commits: Sequence[Commit]) -> bool:
+def rule1_lag_ever_zero(w: Window) -> bool:
     """Rule 1 -- if the lag was zero at any commit of the window, the window is OK."""
-    return any(lag == 0 for _, _, lag in commits)
+    return 0 in w[2::3]
 
 
-def rule2_rewind(commits: Sequence[Commit]) -> bool:
+def rule2_rewind(w: Window) -> bool:
     """Rule 2 -- a committed offset lower than the one before it: REWIND."""
-    return any(commits[i][0] < commits[i - 1][0] for i in range(1, len(commits)))
+    return any(w[i] < w[i - 3] for i in range(3, len(w), 3))
 
 
-def rule3_stopped(commits: Sequence[Commit], now_ms: int) -> bool:
+def rule3_stopped(w: Window, now_ms: int) -> bool:
     """Rule 3 -- the time since the newest commit is longer than the window's span (newest minus
     oldest commit time): the consumer stopped committing (STOP)."""
-    first, last = commits[0][1], commits[-1][1]
+    first, last = w[1], w[-2]
     return (now_ms - last) > (last - first)
 
 
-def rule4_stalled(commits: Sequence[Commit]) -> bool:
+def rule4_stalled(w: Window) -> bool:
     """Rule 4 -- commits that never change the offset, with lag (Rule 1 ruled zero lag out): STALL."""
-    return all(commits[i][0] == commits[i - 1][0] for i in range(1, len(commits)))
+    offsets = w[0::3]
+    return offsets.count(offsets[0]) == len(offsets)
 
 
-def rule5_lag_not_decreasing(commits: Sequence[Commit]) -> bool:
+def rule5_lag_not_decreasing(w: Window) -> bool:
     """Rule 5 -- offsets advance but the lag never decreases between known lags: WARN (slow)."""
-    last: int | None = None
-    for _, _, lag in commits:
-        if lag is not None:
-            if last is not None and lag < last:
+    last = -1
+    for lag in w[2::3]:
+        if lag >= 0:
+            if lag < last:
                 return False
             last = lag
     return True
 
 
-def recent_lag_zero(commits: Sequence[Commit], recent_ends: Iterable[int]) -> bool:
+def recent_lag_zero(w: Window, recent_ends: Sequence[int]) -> bool:
     """Burrow's ``checkIfRecentLagZero``: some recently sampled log end was at or below the newest
     committed offset -- the consumer was caught up minutes ago, so not STOP yet."""
-    newest = commits[-1][0]
-    return any(end <= newest for end in recent_ends)
+    return len(recent_ends) > 0 and min(recent_ends) <= w[-3]
 
 
-def partition_status(
-    commits: Sequence[Commit], current_lag: int, recent_ends: Iterable[int], now_ms: int
-) -> int:
+def partition_status(w: Window, current_lag: int, recent_ends: Sequence[int], now_ms: int) -> int:
     """Burrow's ``calculatePartitionStatus``: never an error without current lag; STOP (Rule 3)
     unless recently caught up, then -- only if the lag was never zero (Rule 1) -- REWIND (Rule 2),
     STALL (Rule 4), WARN (Rule 5), in that order; else OK."""
-    if not commits or current_lag <= 0:
+    if not w or current_lag <= 0:
         return OK
-    if rule3_stopped(commits, now_ms) and not recent_lag_zero(commits, recent_ends):
+    if rule3_stopped(w, now_ms) and not recent_lag_zero(w, recent_ends):
         return STOP
-    if not rule1_lag_ever_zero(commits):
-        if rule2_rewind(commits):
+    if not rule1_lag_ever_zero(w):
+        if rule2_rewind(w):
             return REWIND
-        if rule4_stalled(commits):
+        if rule4_stalled(w):
             return STALL
-        if rule5_lag_not_decreasing(commits):
+        if rule5_lag_not_decreasing(w):
             return WARN
     return OK
+
+
+def rule3_flips_at(w: Window, current_lag: int, status: int, now_ms: int) -> int | None:
+    """When Rule 3 (stopped) turns true for a partition with current lag that is not STOP yet,
+    its window unchanged: ``now > 2 * newest - oldest`` (None: never by time alone)."""
+    if current_lag > 0 and w and status != STOP:
+        flip = 2 * w[-2] - w[1]
+        if flip >= now_ms:
+            return flip
+    return None
 
 
 def group_status(partition_statuses: Iterable[int]) -> int:
@@ -163,16 +186,17 @@ class CommitHistory:
                     new[tp] = a
                 self._groups[gid] = new
 
-    def window(self, group_id: str) -> dict[tuple[str, int], list[Commit]] | None:
+    def window(self, group_id: str) -> dict[tuple[str, int], list[int]] | None:
+        """A copy of the group's windows (for the HTTP routes' threads)."""
         with self._lock:
             g = self._groups.get(group_id)
-            if g is None:
-                return None
-            items = [(tp, a.tolist()) for tp, a in g.items()]
-        return {
-            tp: [(v[i], v[i + 1], None if v[i + 2] < 0 else v[i + 2]) for i in range(0, len(v), 3)]
-            for tp, v in items
-        }
+            return None if g is None else {tp: a.tolist() for tp, a in g.items()}
+
+    def live(self, group_id: str) -> dict[tuple[str, int], array[int]] | None:
+        """The group's windows themselves, no copy: only for the thread that also calls `record`
+        (the offsets thread evaluates between two of its own `record` calls)."""
+        with self._lock:
+            return self._groups.get(group_id)
 
     def groups(self) -> list[str]:
         with self._lock:
@@ -197,16 +221,23 @@ class CommitHistory:
 
 
 # ------------------------------------------------------------------------------ evaluation
-@dataclass(frozen=True)
-class PartitionStatus:
+class PartitionStatus(NamedTuple):
     topic: str
     partition: int
     owner: str
     client_id: str
     status: int
-    commits: list[Commit]
+    window: Window  # flat, as `CommitHistory` keeps it
     current_lag: int
     complete: float
+
+    @property
+    def commits(self) -> list[Commit]:
+        return commits_of(self.window)
+
+    @property
+    def newest_offset(self) -> int | None:
+        return self.window[-3] if self.window else None
 
 
 @dataclass(frozen=True)
@@ -221,35 +252,53 @@ class GroupStatus:
 
 def evaluate(
     group_id: str,
-    window: Mapping[tuple[str, int], list[Commit]],
-    lag_rows: Iterable[PartitionLag],
+    view: GroupOffsets,
+    windows: Mapping[tuple[str, int], Window],
     tracker: LagTracker,
     *,
     intervals: int,
     now_ms: int,
 ) -> GroupStatus:
-    """Burrow's ``evaluateConsumerStatus`` over the mirror's window and current lag."""
+    """Burrow's ``evaluateConsumerStatus`` over the mirror's window and current lag: one entry per
+    partition the group has committed to (or is assigned and has a window for), topics named,
+    in (topic, partition) order.  Current lag is messages behind the round's end (0 when the end
+    or the committed offset is not known, as Burrow's)."""
+    r = tracker.round
+    ends_of = r.partitions if r is not None else {}
+    names = tracker.topic_names
+    committed: dict[tuple[str, int], int | None] = {
+        (names.get(t, t), p): v[0] for (t, p), v in view.offsets.items()
+    }
+    owners = {(names.get(t, t), p): o for (t, p), o in view.owners.items()}
+    for tp in owners:
+        if tp not in committed and tp in windows:
+            committed[tp] = None  # assigned, not committed, but with a window (offset deleted)
+    tables = tracker.tables
+    end_of = tracker.end_of
     parts: list[PartitionStatus] = []
-    for row in lag_rows:
-        commits = window.get((row.topic, row.partition), [])
-        if row.committed is None and not commits:
-            continue  # assigned, never committed: Burrow has no entry either
-        current = 0 if row.lag != row.lag else int(row.lag)  # NaN (end unknown) -> 0, as Burrow's
-        table = tracker.tables.get((row.topic, row.partition))
-        # the last `intervals` sampled ends: a slice of the table's flat (offset, time) array
-        recent = table.points[-2 * intervals :: 2] if table is not None else ()
-        status = partition_status(commits, current, recent, now_ms)
-        complete = min(1.0, len(commits) / intervals) if intervals else 1.0
+    for tp in sorted(committed):
+        c = committed[tp]
+        w = windows.get(tp, ())
+        ends = ends_of.get(tp)
+        current = 0 if c is None or ends is None else max(0, end_of(ends) - c)
+        if current > 0 and w:
+            table = tables.get(tp)
+            # the last `intervals` sampled ends: a slice of the table's flat (offset, time) array
+            recent = table.points[-2 * intervals :: 2] if table is not None else ()
+            status = partition_status(w, current, recent, now_ms)
+        else:
+            status = OK
+        owner = owners.get(tp, NO_OWNER)
         parts.append(
             PartitionStatus(
-                row.topic,
-                row.partition,
-                row.owner.member_host if row.owner.member_host != "unknown" else "",
-                row.owner.client_id if row.owner.client_id != "unknown" else "",
+                tp[0],
+                tp[1],
+                owner.member_host if owner.member_host != UNKNOWN else "",
+                owner.client_id if owner.client_id != UNKNOWN else "",
                 status,
-                commits,
+                w,
                 current,
-                complete,
+                min(1.0, len(w) // 3 / intervals) if intervals else 1.0,
             )
         )
     status = group_status(p.status for p in parts)
@@ -262,14 +311,12 @@ _NEVER: Final = 2**63 - 1
 
 
 def _rule3_at(gs: GroupStatus, now_ms: int) -> int:
-    """The earliest time after which Rule 3 (stopped) turns true for a partition of the group
-    with current lag that is not STOP yet (its window unchanged): ``now > 2 * newest - oldest``."""
+    """The earliest time after which Rule 3 turns true for a partition of the group (`rule3_flips_at`)."""
     at = _NEVER
     for p in gs.partitions:
-        if p.current_lag > 0 and p.commits and p.status != STOP:
-            flip = 2 * p.commits[-1][1] - p.commits[0][1]
-            if flip >= now_ms:
-                at = min(at, flip)
+        flip = rule3_flips_at(p.window, p.current_lag, p.status, now_ms)
+        if flip is not None and flip < at:
+            at = flip
     return at
 
 
@@ -317,7 +364,7 @@ class StatusWatcher:
                             now_ms,
                             topic=p.topic,
                             partition=p.partition,
-                            offset=p.commits[-1][0] if p.commits else None,
+                            offset=p.newest_offset,
                         )
                     )
             for key in self._keys.get(gs.group, ()):
@@ -354,8 +401,8 @@ def _partition_status_json(p: PartitionStatus) -> dict[str, Any]:
         "owner": p.owner,
         "client_id": p.client_id,
         "status": STATUS_NAMES[p.status],
-        "start": _offset_json(p.commits[0]) if p.commits else None,
-        "end": _offset_json(p.commits[-1]) if p.commits else None,
+        "start": _offset_json(commits_of(p.window[:3])[0]) if p.window else None,
+        "end": _offset_json(commits_of(p.window[-3:])[0]) if p.window else None,
         "current_lag": p.current_lag,
         "complete": p.complete,
     }
@@ -398,11 +445,20 @@ class Burrow:
         self.last_evaluated = 0  # groups evaluated by the last `evaluate_all`
 
     def status(self, group_id: str, now_ms: int) -> GroupStatus | None:
+        """The group's status now (the HTTP routes: a copy of its window)."""
         window = self.history.window(group_id)
-        rows = self.tracker.group_lag(group_id)
-        if window is None or rows is None:
+        view = self.tracker.view(group_id)
+        if window is None or view is None:
             return None
-        return evaluate(group_id, window, rows, self.tracker, intervals=self.intervals, now_ms=now_ms)
+        return evaluate(group_id, view, window, self.tracker, intervals=self.intervals, now_ms=now_ms)
+
+    def _status_live(self, group_id: str, now_ms: int) -> GroupStatus | None:
+        """`status` over the live window (no copy): the offsets thread's evaluation."""
+        window = self.history.live(group_id)
+        view = self.tracker.view(group_id)
+        if window is None or view is None:
+            return None
+        return evaluate(group_id, view, window, self.tracker, intervals=self.intervals, now_ms=now_ms)
 
     def statuses(self, now_ms: int) -> list[GroupStatus]:
         out = []
@@ -448,7 +504,7 @@ class Burrow:
             if pause is not None and i and i % PACE_GROUPS == 0:
                 pause(time.thread_time() - busy_from)
                 busy_from = time.thread_time()
-            gs = self.status(gid, now_ms)
+            gs = self._status_live(gid, now_ms)
             if gs is None:
                 self._recheck.pop(gid, None)
                 if removed is not None:
@@ -513,7 +569,7 @@ class Burrow:
             n = 1 + max(p for tt, p in (*window, *by_tp) if tt == t)
             out = []
             for p in range(n):
-                commits = window.get((t, p), [])
+                commits = commits_of(window.get((t, p), []))
                 row = by_tp.get((t, p))
                 pad: list[dict[str, Any] | None] = [None] * (self.intervals - len(commits))
                 lag = 0 if row is None or row.lag != row.lag else int(row.lag)

@@ -388,9 +388,12 @@ class LagTracker:
         out.update(t for t in view.subscribed if t in missing)
         return sorted(out)
 
-    def group_lag(self, group_id: str) -> list[PartitionLag] | None:
+    def view(self, group_id: str) -> GroupOffsets | None:
         with self._lock:
-            view = self.groups.get(group_id)
+            return self.groups.get(group_id)
+
+    def group_lag(self, group_id: str) -> list[PartitionLag] | None:
+        view = self.view(group_id)
         return None if view is None else self.lag_rows(view)
 
     def items(self) -> list[tuple[str, GroupOffsets]]:

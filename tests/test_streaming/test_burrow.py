@@ -17,8 +17,9 @@ C = b.Commit
 NOW = 100_000
 
 
-def commits(*rows: tuple[int, int, int | None]) -> list[C]:
-    return list(rows)
+def commits(*rows: tuple[int, int, int | None]) -> list[int]:
+    """A window as the rules read it (flat, lag None -> -1) from readable rows."""
+    return b.window_of(rows)
 
 
 # Burrow's own test vectors in spirit: each row one window, the rule's verdict
@@ -36,8 +37,14 @@ RULES = [
 ]
 
 
+def test_window_round_trip() -> None:
+    rows = [(10, 1000, 5), (20, 2000, None), (15, 3000, 0)]
+    assert b.window_of(rows) == [10, 1000, 5, 20, 2000, -1, 15, 3000, 0]
+    assert b.commits_of(b.window_of(rows)) == rows
+
+
 @pytest.mark.parametrize(("rule", "window", "expected"), RULES)
-def test_rules(rule: object, window: list[C], expected: bool) -> None:
+def test_rules(rule: object, window: list[int], expected: bool) -> None:
     assert rule(window) is expected  # type: ignore[operator]
 
 
@@ -49,7 +56,7 @@ def test_rules(rule: object, window: list[C], expected: bool) -> None:
         (commits((10, 1000, 5)), 1001, True),  # one commit: span 0
     ],
 )
-def test_rule3_stopped(window: list[C], now_ms: int, stopped: bool) -> None:
+def test_rule3_stopped(window: list[int], now_ms: int, stopped: bool) -> None:
     assert b.rule3_stopped(window, now_ms) is stopped
 
 
@@ -68,7 +75,7 @@ STATUS = [
 
 
 @pytest.mark.parametrize(("window", "lag", "recent", "now_ms", "status"), STATUS)
-def test_partition_status(window: list[C], lag: int, recent: list[int], now_ms: int, status: int) -> None:
+def test_partition_status(window: list[int], lag: int, recent: list[int], now_ms: int, status: int) -> None:
     assert b.partition_status(window, lag, recent, now_ms) == status
 
 

@@ -109,6 +109,8 @@ def test_incremental_evaluation_equals_full_evaluation(seed: int, monkeypatch: p
         assert got == want, f"round {n}"
         assert inc.burrow.watcher.groups == full.burrow.watcher.groups, f"round {n}"
         assert inc.burrow.watcher.partitions == full.burrow.watcher.partitions, f"round {n}"
+        for gid in full.burrow.history.groups():
+            assert _partitions(full, gid, now) == _lag_rows_oracle(full, gid), f"round {n}, {gid}"
         evaluated += inc.burrow.last_evaluated
     # every status was reached somewhere, and the incremental side skipped work
     assert {s for s in full.burrow.watcher.partitions.values()} | {
@@ -117,3 +119,22 @@ def test_incremental_evaluation_equals_full_evaluation(seed: int, monkeypatch: p
     assert evaluated < 120 * len(groups)
     # paced every 3 groups whenever a round evaluated more than 3
     assert inc.pauses and all(busy >= 0 for busy in inc.pauses)
+
+
+def _partitions(p: Pipeline, gid: str, now: int) -> list[tuple[str, int, int]]:
+    gs = p.burrow.status(gid, now)
+    assert gs is not None
+    return [(x.topic, x.partition, x.current_lag) for x in gs.partitions]
+
+
+def _lag_rows_oracle(p: Pipeline, gid: str) -> list[tuple[str, int, int]]:
+    """What the evaluation must see, from the lag API's rows (``GET /groups/{id}/lag``): every
+    partition with a committed offset or a window, current lag NaN -> 0 (Burrow's)."""
+    rows = p.tracker.group_lag(gid)
+    window = p.burrow.history.window(gid)
+    assert rows is not None and window is not None
+    return [
+        (r.topic, r.partition, 0 if r.lag != r.lag else int(r.lag))
+        for r in rows
+        if r.committed is not None or window.get((r.topic, r.partition))
+    ]
