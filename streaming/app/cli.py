@@ -9,6 +9,7 @@ commands through the ``coordinator_mirror.commands`` entry-point group: the lab 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -71,7 +72,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, Handlers]:
     return parser, handlers
 
 
+def enable_crash_traces() -> None:
+    """On a fatal signal in native code (librdkafka's threads, pyarrow, the JVM bridge) print every
+    Python thread's stack to stderr before the process dies: the one trace an operator gets of a
+    crash in a library (the 100k-group bench lost its driver to a segfault in librdkafka's main
+    thread with nothing but a dmesg line)."""
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    enable_crash_traces()
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
     try:

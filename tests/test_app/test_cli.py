@@ -104,3 +104,24 @@ def test_run_stops_at_start_on_a_client_option_the_lag_reader_cannot_use(option:
     assert done.returncode == 2, done.stderr
     assert "kafka_options" in done.stderr and named in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_crash_in_native_code_prints_every_python_thread() -> None:
+    """A segfault in a native library (here: a read of address 0) is not silent: the CLI's crash
+    traces print the Python stack of every thread, the one naming the crashing call included."""
+    code = (
+        "import ctypes, threading, time\n"
+        "from streaming.app import cli\n"
+        "cli.enable_crash_traces()\n"
+        "threading.Thread(target=time.sleep, args=(30,), name='bystander', daemon=True).start()\n"
+        "def offsets_round():\n"
+        "    ctypes.string_at(0)\n"
+        "offsets_round()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == -11, proc  # SIGSEGV, as before: the trace does not swallow the crash
+    assert "Fatal Python error: Segmentation fault" in proc.stderr
+    assert "offsets_round" in proc.stderr  # the crashing thread's Python frames
+    assert proc.stderr.count("hread 0x") >= 2, proc.stderr  # every thread ("Current thread", "Thread")
