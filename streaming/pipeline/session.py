@@ -37,6 +37,10 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # Stable metric names (without it Dropwizard names carry the app id).
     "spark.metrics.namespace": "coordinator_mirror",
+    # A Python worker killed by a fatal signal (a segfault in pyarrow or our decoder's C
+    # dependencies) fails its task with the worker's Python stack in the error, which the
+    # supervisor logs -- instead of only "Python worker exited unexpectedly (crashed)".
+    "spark.python.worker.faulthandler.enabled": "true",
 }
 
 
