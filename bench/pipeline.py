@@ -405,7 +405,14 @@ def burst_in_one_transaction(bootstrap: str, groups: int, topics: int) -> None:
 
 
 def main() -> int:
+    import faulthandler
+
     from streaming.settings import Settings
+
+    # the bench's process holds the mirror and librdkafka clients of its own: a crash in native
+    # code prints every Python thread's stack (two 100k-group runs died of a segfault in
+    # librdkafka's main thread with nothing but a dmesg line)
+    faulthandler.enable(all_threads=True)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
