@@ -296,6 +296,44 @@ def mirror_backfill(
     return mirror, figures, phases
 
 
+def _spawn() -> Any:
+    """Child processes start fresh ("spawn"): this process runs a JVM bridge and many threads."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")
+
+
+def background_load(
+    bootstrap: str, groups: int, partitions: int, topics: int, rate: float, *, stop: Any, sent: Any
+) -> None:
+    """Steady commits spread over every group, ``rate`` a second, until ``stop`` is set (runs in
+    a child process; ``sent`` counts them)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    inflight: list[Any] = []
+    began = time.monotonic()
+    n = 0
+    while not stop.is_set():
+        due = int((time.monotonic() - began) * rate)
+        while n < due:
+            g = (n * 7919) % groups
+            req = ConsumerGroupTopicPartitions(
+                f"bench-g{g}", [TopicPartition(f"bench-t{g % topics}", n % partitions, 10_000 + n)]
+            )
+            inflight.extend(admin.alter_consumer_group_offsets([req]).values())
+            n += 1
+            sent.value = n
+        if len(inflight) > 1000:
+            for fut in inflight:
+                fut.result(60)
+            inflight.clear()
+        time.sleep(0.01)
+    for fut in inflight:
+        fut.result(60)
+
+
 def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
     """Under ``--latency-rate`` background commits/s spread over every group: commit -> visible
     in ``GET /groups/{id}`` for a probe group, and the median phases of the batches meanwhile."""
@@ -306,36 +344,21 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     base = mirror.http.url
     probe_group = "bench-latency"
     latencies: list[float] = []
-    stop = threading.Event()
+    # the load runs in a process of its own: librdkafka's coordinator-request path has a
+    # use-after-free under a fan-out of AdminClient requests (librdkafka#4605, fix PR #5397 not
+    # released), and a heap it corrupts brings down whichever client runs next -- in the bench's
+    # process that was the mirror's own (two 100k-group runs died in its ListGroups parse)
+    stop_load = _spawn().Event()
+    sent = _spawn().Value("q", 0)
 
-    sent = [0]
-
-    def background() -> None:  # steady load spread over every group, --latency-rate commits/s
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-        inflight: list[Any] = []
-        began = time.monotonic()
-        while not stop.is_set():
-            due = int((time.monotonic() - began) * args.latency_rate)
-            while sent[0] < due:
-                i = sent[0]
-                g = (i * 7919) % args.groups
-                req = ConsumerGroupTopicPartitions(
-                    f"bench-g{g}",
-                    [TopicPartition(f"bench-t{g % args.topics}", i % args.partitions, 10_000 + i)],
-                )
-                inflight.extend(admin.alter_consumer_group_offsets([req]).values())
-                sent[0] += 1
-            if len(inflight) > 1000:
-                for fut in inflight:
-                    fut.result(60)
-                inflight.clear()
-            time.sleep(0.01)
-        for fut in inflight:
-            fut.result(60)
-
-    bg = threading.Thread(target=background, daemon=True)
-    bg.start()
+    load = _spawn().Process(
+        target=background_load,
+        args=(bootstrap, args.groups, args.partitions, args.topics, args.latency_rate),
+        kwargs={"stop": stop_load, "sent": sent},
+        name="bench-load",
+        daemon=True,
+    )
+    load.start()
     bg_started = time.monotonic()
     # steady state: the load runs a while before the probe starts (the first micro-batches after a
     # backfill also pay the state store's maintenance of the backfill's changes)
@@ -358,11 +381,13 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
                 pass
             time.sleep(0.02)
         time.sleep(0.5)
-    stop.set()
-    bg.join(60)
+    stop_load.set()
+    load.join(60)
+    if load.exitcode != 0:
+        raise RuntimeError(f"the background load process exited with {load.exitcode}")
     latencies.sort()
     figures["latency"] = {
-        "background_commits_per_s": round(sent[0] / (time.monotonic() - bg_started)),
+        "background_commits_per_s": round(sent.value / (time.monotonic() - bg_started)),
         "samples": len(latencies),
         "trigger_s": mirror.settings.trigger_interval_s,
         "p50_s": round(statistics.median(latencies), 2),
@@ -451,9 +476,10 @@ def main() -> int:
     figures: dict[str, Any] = {}
     try:
         t0 = time.monotonic()
-        figures["preloaded_records"] = preload(
-            broker.bootstrap, args.records, args.groups, args.partitions, args.topics
-        )
+        with _spawn().Pool(1) as pool:  # a child process, for the reason in `measure_latency`
+            figures["preloaded_records"] = pool.apply(
+                preload, (broker.bootstrap, args.records, args.groups, args.partitions, args.topics)
+            )
         figures["preload_seconds"] = round(time.monotonic() - t0, 1)
 
         sampler = RssSampler().start()

@@ -865,11 +865,17 @@ class Mirror:
         configurator = log4j.core.config.Configurator
         before = log4j.LogManager.getRootLogger().getLevel()
         configurator.setRootLevel(log4j.Level.OFF)
+        # py4j logs the interrupted foreachBatch call on the Python side too (an ERROR with the
+        # traceback, before Spark takes it as the interruption it is: `sinks.BatchInterruptedError`)
+        py4j_log = logging.getLogger("py4j.clientserver")
+        py4j_before = py4j_log.level
+        py4j_log.setLevel(logging.CRITICAL + 1)
         try:
             self.query.stop()
         finally:
             if not self._owns_session:
                 configurator.setRootLevel(before)
+                py4j_log.setLevel(py4j_before)
 
     def stop(self, drain_timeout_s: float = 60.0) -> None:
         """Stop between two micro-batches when possible (a batch interrupted mid-way is simply

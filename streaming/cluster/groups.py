@@ -8,11 +8,24 @@ describes.  A broker still loading a coordinator partition answers COORDINATOR_L
 it: such a round is partial and must not count (`GroupListing.complete`).
 
 (Not ``list_consumer_group_offsets``: librdkafka 2.16 crashes the process on it against 4.3.)
+
+ListGroups runs in a child process (`list_groups_isolated`): librdkafka 2.16's parse of its answer
+crashed the mirror's process -- SIGSEGV in ``rd_list_add`` under
+``rd_kafka_ListConsumerGroupsResponse_parse`` on the librdkafka main thread (core dumps of two
+100k-group bench runs, one of them with the bench's own clients in another process), 1-2 minutes
+into the reconciliation rounds.  Not reproduced outside the mirror's process (list_groups alone,
+100k groups, under CPU and commit load: 0 crashes in 25 calls), so the trigger is not known; in a
+child, a crash costs one reconciliation round (counted as an error, retried at the next), never the
+mirror.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +52,78 @@ class GroupListing:
         return not self.errors
 
 
+class ListGroupsCrashedError(RuntimeError):
+    """The child process that asked ListGroups died (a signal) or answered nothing readable."""
+
+
+#: the child that asks ListGroups (`list_groups_isolated`): this interpreter, this module
+LIST_GROUPS_CHILD: Sequence[str] = (sys.executable, "-m", "streaming.cluster.groups")
+
+
+def list_groups_isolated(
+    bootstrap: str,
+    options: Mapping[str, str],
+    timeout_s: float,
+    child: Sequence[str] = LIST_GROUPS_CHILD,
+) -> GroupListing:
+    """Admin ListGroups through librdkafka in a child process (see the module docstring).  The
+    settings reach it on stdin (the options may hold credentials: never on a command line)."""
+    request = json.dumps({"bootstrap": bootstrap, "options": dict(options), "timeout_s": timeout_s})
+    try:
+        done = subprocess.run(
+            list(child),
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=3 * timeout_s + 30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ListGroupsCrashedError(f"the ListGroups child did not answer in {exc.timeout:.0f}s") from None
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise ListGroupsCrashedError(f"the ListGroups child (librdkafka) died of {name}")
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ListGroupsCrashedError(f"the ListGroups child exited {done.returncode}: {why}") from None
+    if "error" in answer:
+        raise ListGroupsCrashedError(str(answer["error"]))
+    return GroupListing({g: (t, st) for g, (t, st) in answer["groups"].items()}, tuple(answer["errors"]))
+
+
+def _list_groups_child() -> int:
+    """The child's side: settings on stdin, the listing as JSON on stdout."""
+    from confluent_kafka.admin import AdminClient
+
+    request = json.loads(sys.stdin.read())
+    timeout_s = float(request["timeout_s"])
+    client_log = ClientLog("groups")
+    admin = None
+    try:
+        admin = AdminClient(driver_config(request["bootstrap"], request["options"], timeout_s, client_log))
+        result = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s + 1)
+    except Exception as exc:  # the parent reports it (a failed round), with what the client said
+        if admin is not None:
+            admin.poll(0.5)  # serves the log and error callbacks queued so far
+        why = client_log.last()
+        error = f"{type(exc).__name__}: {exc}".rstrip(": ") + (f"; the client reported: {why}" if why else "")
+        print(json.dumps({"error": error}))
+        return 1
+    groups = {g.group_id: (_name(getattr(g, "type", None)), _name(g.state)) for g in result.valid}
+    print(json.dumps({"groups": groups, "errors": [str(e) for e in result.errors]}))
+    return 0
+
+
 class ClusterClient:
     """A confluent-kafka AdminClient for the driver's periodic reads."""
 
     def __init__(self, bootstrap: str, options: Mapping[str, str], timeout_s: float = 10.0) -> None:
         from confluent_kafka.admin import AdminClient
 
+        self.bootstrap = bootstrap
+        self.options = dict(options)
         self.timeout_s = timeout_s
         self.log = ClientLog("cluster")
         self._admin = AdminClient(driver_config(bootstrap, options, timeout_s, self.log))
@@ -106,9 +185,8 @@ class ClusterClient:
         return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in answers.items()}
 
     def list_groups(self) -> GroupListing:
-        result = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result(self.timeout_s)
-        groups = {g.group_id: (_name(getattr(g, "type", None)), _name(g.state)) for g in result.valid}
-        return GroupListing(groups, tuple(str(e) for e in result.errors))
+        """The coordinators' groups (in a child process: `list_groups_isolated`)."""
+        return list_groups_isolated(self.bootstrap, self.options, self.timeout_s)
 
 
 def _name(enum_value: Any) -> str:
@@ -130,3 +208,7 @@ def log_start_drift(
         for p, start in sorted(log_starts.items())
         if p in committed and start > committed[p]
     }
+
+
+if __name__ == "__main__":
+    sys.exit(_list_groups_child())

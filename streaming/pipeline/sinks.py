@@ -34,6 +34,43 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("coordinator_mirror.sink")
 
+#: the Java exceptions Spark's StreamExecution takes for an interruption (query.stop()) when they
+#: reach it through a Python foreachBatch function (``isInterruptionException``, Spark 4.2)
+_INTERRUPTIONS: Final = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+
+
+class BatchInterruptedError(Exception):
+    """The micro-batch was interrupted inside the sink (``query.stop()`` while its job ran)."""
+
+
+def interruption_line(exc: BaseException) -> str | None:
+    """For the py4j error of a JVM call interrupted by ``query.stop()``: the error in one line,
+    worded as Spark recognises an interrupted foreachBatch; None for any other error.
+
+    Why: Spark finds an interruption in the Python traceback it gets back with the regex
+    ``Py4JJavaError: An error occurred while calling((.|\\n)*)(InterruptedException|...)``, whose
+    alternation recurses once per character -- on py4j's full text (the Java stack trace of the
+    InterruptedException, ~6 KB) it overflowed the stream thread's stack: the process printed
+    ``Exception in thread "stream execution thread ..." java.lang.StackOverflowError`` on a
+    SIGTERM during a backfill.  The short line keeps Spark's graceful path."""
+    from py4j.protocol import Py4JJavaError
+
+    if not isinstance(exc, Py4JJavaError):
+        return None
+    try:
+        text = str(exc)  # asks the JVM for the Java exception's text
+    except Exception:
+        return None
+    head = text.split("\n\tat ", 1)[0].strip()  # the call and the Java exception, no stack
+    if not any(name in head for name in _INTERRUPTIONS):
+        return None
+    return "py4j.protocol.Py4JJavaError: " + head
+
+
 #: file name prefixes of the driver's own events (`MirrorSink.write_driver_events`)
 DRIVER_EVENTS: Final = "events-driver"
 HEALTH_EVENTS: Final = "health"
@@ -115,6 +152,15 @@ class MirrorSink:
         self.on_batch: list[Callable[[int, list[Any]], None]] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._batch(df, batch_id)
+        except Exception as exc:
+            line = interruption_line(exc)
+            if line is None:
+                raise
+            raise BatchInterruptedError(line) from None
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         df.persist()
         try:
