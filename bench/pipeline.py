@@ -568,6 +568,9 @@ def main() -> int:
         log(f"the micro-batch folding {burst} active groups: {figures['active_groups_batches']}")
         figures["peak_rss_bytes"] = sampler.stop()
         figures["state_bytes"] = mirror.progress_history[-1].get("state_bytes")
+        # reconciliation rounds meanwhile (ListGroups over every group; CM_RECONCILE_INTERVAL_S
+        # shortens the 300 s default to see some in a bench)
+        figures["reconcile_rounds"] = dict(mirror.store.status.reconcile_rounds)
         mirror.stop()
 
         # ---- applyInPandasWithState's own floor for as many groups, same session
