@@ -444,17 +444,10 @@ class Burrow:
         self._last_now: int | None = None
         self.last_evaluated = 0  # groups evaluated by the last `evaluate_all`
 
-    def status(self, group_id: str, now_ms: int) -> GroupStatus | None:
-        """The group's status now (the HTTP routes: a copy of its window)."""
-        window = self.history.window(group_id)
-        view = self.tracker.view(group_id)
-        if window is None or view is None:
-            return None
-        return evaluate(group_id, view, window, self.tracker, intervals=self.intervals, now_ms=now_ms)
-
-    def _status_live(self, group_id: str, now_ms: int) -> GroupStatus | None:
-        """`status` over the live window (no copy): the offsets thread's evaluation."""
-        window = self.history.live(group_id)
+    def status(self, group_id: str, now_ms: int, *, live: bool = False) -> GroupStatus | None:
+        """The group's status now: over a copy of its window (the HTTP routes), or ``live`` over
+        the window itself (the offsets thread, which also records into it)."""
+        window = self.history.live(group_id) if live else self.history.window(group_id)
         view = self.tracker.view(group_id)
         if window is None or view is None:
             return None
@@ -504,7 +497,7 @@ class Burrow:
             if pause is not None and i and i % PACE_GROUPS == 0:
                 pause(time.thread_time() - busy_from)
                 busy_from = time.thread_time()
-            gs = self._status_live(gid, now_ms)
+            gs = self.status(gid, now_ms, live=True)
             if gs is None:
                 self._recheck.pop(gid, None)
                 if removed is not None:
