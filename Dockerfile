@@ -26,7 +26,7 @@ WORKDIR /build
 COPY jvm/spark/pom.xml jvm/spark/pom.xml
 COPY docker/cloud-jars/pom.xml docker/cloud-jars/pom.xml
 # Spark's Kafka connector and its runtime set (what spark-notes §5 lists: the rest is in pyspark),
-# laid out as streaming/pipeline/jars.py expects: <root>/spark-kafka-<version>/*.jar + .complete.
+# laid out as streaming/jars.py expects: <root>/spark-kafka-<version>/*.jar + .complete.
 RUN mvn -q -B -f jvm/spark/pom.xml dependency:copy-dependencies \
         -Dspark.version=${SPARK_VERSION} -DincludeScope=runtime \
         -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \

@@ -12,6 +12,9 @@ VENV          ?= .venv
 PY            := $(VENV)/bin/python
 KAFKA_VERSION     ?= 4.3.1
 KAFKA_OLD_VERSION ?= 3.9.2
+# The driver's own Kafka client (its reads of the cluster and `capture`), loaded beside the
+# connector's older one (streaming/cluster/jvm.py): 4.x lists share and streams groups.
+KAFKA_CLIENTS_VERSION ?= 4.3.1
 # Must equal a spark-sql-kafka-0-10 release that Maven Central serves with all of its runtime
 # dependencies; 4.2.0 is the newest 4.x for which it serves spark-token-provider-kafka-0-10 too
 # (4.3.0: neither spark-sql-kafka-0-10 nor spark-token-provider-kafka-0-10).
@@ -25,11 +28,13 @@ KAFKA_OLD_STAMP := $(JARS_DIR)/kafka-$(KAFKA_OLD_VERSION)/.complete
 SPARK_STAMP     := $(JARS_DIR)/spark-kafka-$(SPARK_VERSION)/.complete
 PROBE_STAMP     := $(JARS_DIR)/tools-$(KAFKA_VERSION)/.complete
 LOCALFS_STAMP   := $(JARS_DIR)/localfs-$(SPARK_VERSION)/.complete
+CLIENTS_STAMP   := $(JARS_DIR)/clients-$(KAFKA_CLIENTS_VERSION)/.complete
 VENV_STAMP      := $(VENV)/.installed-$(SPARK_VERSION)
 
 export COORDINATOR_MIRROR_JARS := $(abspath $(JARS_DIR))
 export COORDINATOR_MIRROR_KAFKA_VERSION := $(KAFKA_VERSION)
 export COORDINATOR_MIRROR_KAFKA_OLD_VERSION := $(KAFKA_OLD_VERSION)
+export COORDINATOR_MIRROR_KAFKA_CLIENTS_VERSION := $(KAFKA_CLIENTS_VERSION)
 
 .PHONY: help
 help: ## list the targets
@@ -51,7 +56,7 @@ $(VENV_STAMP): pyproject.toml lab/pyproject.toml
 	@touch $@
 
 .PHONY: jars
-jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) ## resolve the Kafka brokers and Spark's Kafka connector from Maven Central; build jvm/localfs
+jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) $(CLIENTS_STAMP) ## resolve the Kafka brokers, Spark's Kafka connector and the driver's kafka-clients from Maven Central; build jvm/localfs and jvm/bridge
 
 $(JARS_DIR)/kafka-%/.complete: jvm/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -80,6 +85,22 @@ $(JARS_DIR)/localfs-%/.complete: $(LOCALFS_SRC) $(VENV_STAMP)
 	    -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*" $(LOCALFS_SRC)
 	jar cf $(JARS_DIR)/localfs-$*/coordinator-mirror-localfs.jar -C $(JARS_DIR)/localfs-$*/classes .
 	@rm -rf $(JARS_DIR)/localfs-$*/classes
+	@touch $@
+
+# The driver's Kafka clients (streaming/cluster/jvm.py): kafka-clients alone (its runtime
+# dependencies -- slf4j, the compression codecs -- come from Spark's jars) and our bridge to it
+# (jvm/bridge), compiled against it.
+BRIDGE_SRC := $(wildcard jvm/bridge/src/io/github/coordinatormirror/kafka/*.java)
+$(JARS_DIR)/clients-%/.complete: $(BRIDGE_SRC)
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
+	@command -v javac >/dev/null || { echo "a JDK (javac) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@rm -rf $(JARS_DIR)/clients-$* && mkdir -p $(JARS_DIR)/clients-$*/classes
+	$(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+	    -Dartifact=org.apache.kafka:kafka-clients:$* -DoutputDirectory=$(abspath $(JARS_DIR))/clients-$*
+	javac --release 17 -nowarn -d $(JARS_DIR)/clients-$*/classes \
+	    -cp $(JARS_DIR)/clients-$*/kafka-clients-$*.jar $(BRIDGE_SRC)
+	jar cf $(JARS_DIR)/clients-$*/coordinator-mirror-kafka.jar -C $(JARS_DIR)/clients-$*/classes .
+	@rm -rf $(JARS_DIR)/clients-$*/classes
 	@touch $@
 
 # Our Java helpers (jvm/tools/src): GroupProbe reads group state back through Kafka's own

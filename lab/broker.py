@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.pki import KeyPair, Pki
-from streaming.pipeline.jars import kafka_classpath, kafka_version
+from streaming.jars import kafka_classpath, kafka_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: the SCRAM super user of a secured broker (created at format time) and its password

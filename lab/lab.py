@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from streaming.pipeline.jars import kafka_version as default_kafka_version
-from streaming.pipeline.jars import probe_classpath
+from streaming.jars import kafka_version as default_kafka_version
+from streaming.jars import probe_classpath
 
 TopicPartitionKey = tuple[str, int]
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])

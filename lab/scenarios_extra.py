@@ -27,7 +27,7 @@ import time
 
 from lab.lab import GroupView, Lab, _quiet_logger
 from lab.scenarios import ScenarioResult, _commit_all, _result, _StreamsApp, scenario
-from streaming.pipeline.jars import kafka_classpath
+from streaming.jars import kafka_classpath
 
 #: broker settings (``BrokerSettings.extra``) under which a 3.9 broker runs ``kip848_java_console``
 KIP848_PREVIEW_3_9 = {

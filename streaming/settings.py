@@ -409,27 +409,47 @@ class Settings(BaseSettings):
 
 #: the maps whose entries may hold secrets (Kafka client options, Spark and Hadoop settings)
 SECRET_FAMILIES: tuple[str, ...] = ("kafka_options", "output_kafka_options", "spark_conf")
-#: a key holding one of these words (any case) is a secret: passwords, secrets, tokens, keys,
+#: a key holding one of these words (any case) is a secret: passwords, secrets, tokens,
 #: credentials, JAAS configs (sasl.jaas.config carries the password), private material
 SECRET_WORDS: tuple[str, ...] = (
     "password",
     "passwd",
+    "passphrase",
     "secret",
     "token",
-    "key",
     "jaas",
     "credential",
     "private",
+)
+#: keys that name a place or a kind -- what a person debugging a setup needs to see -- are never
+#: secrets themselves, whatever words they hold (ssl.keystore.location, ssl.truststore.type,
+#: sasl.oauthbearer.token.endpoint.url, a service account's keyfile path)
+NOT_SECRET_SUFFIXES: tuple[str, ...] = (
+    ".location",
+    ".type",
+    ".file",
+    "keyfile",
+    ".path",
+    ".algorithm",
+    ".url",
 )
 
 MASK = "***"
 
 
 def is_secret(name: str) -> bool:
+    """Whether the value of option ``name`` is secret: a secret word in the name, or a name with
+    ``key`` as one of its words (ssl.keystore.key -- a PEM private key --, fs.s3a.access.key,
+    fs.azure.account.key.<account>..., AWS_SECRET_ACCESS_KEY); not a place or a kind
+    (`NOT_SECRET_SUFFIXES`), so ``ssl.keystore.location`` and ``ssl.keystore.type`` stay readable."""
     lowered = name.lower()
     if lowered.startswith("http_") and lowered.endswith("_file"):
         return False  # our own settings that name a secret's file, not the secret
-    return any(word in lowered for word in SECRET_WORDS)
+    if lowered.endswith(NOT_SECRET_SUFFIXES):
+        return False
+    if any(word in lowered for word in SECRET_WORDS):
+        return True
+    return "key" in re.split(r"[._\-]", lowered)
 
 
 def redact(data: Any) -> Any:

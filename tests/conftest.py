@@ -41,7 +41,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # ------------------------------------------------------------------------------------------- Kafka
 @pytest.fixture(scope="session")
 def kafka_version() -> str:
-    from streaming.pipeline.jars import kafka_version as v
+    from streaming.jars import kafka_version as v
 
     return v()
 
@@ -55,7 +55,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Itera
     super user ANONYMOUS, so one broker serves the whole run."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
     from lab.broker import BrokerSettings, LocalKafka
-    from streaming.pipeline.jars import MissingArtifactsError, kafka_dir
+    from streaming.jars import MissingArtifactsError, kafka_dir
 
     try:
         kafka_dir(kafka_version)
@@ -102,7 +102,7 @@ def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] Spark session with the Kafka connector for the whole run."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
-    from streaming.pipeline.jars import MissingArtifactsError
+    from streaming.jars import MissingArtifactsError
     from streaming.pipeline.session import build_session
 
     try:

@@ -3,66 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from streaming.app.errors import StartupError, classify_security, classify_text
+from streaming.app.errors import EXIT_CONFIG, classify, client_options_error
 from streaming.app.run_cmd import kv_pair
-from streaming.cluster.client_config import ClientOptionError, librdkafka_config
+from streaming.cluster.jvm import TOPIC_DUMP, FrameReader, Jvm, KafkaCallError
+from streaming.jars import MissingArtifactsError
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
-from streaming.settings import SettingsError, is_secret, load_settings
+from streaming.settings import SettingsError, load_settings
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-class ClientErrors(logging.Handler):
-    """librdkafka's error callback and log lines, kept (not printed): a refused handshake shows
-    only there -- the call that fails says just "transport failure"."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-        self.secrets = secrets
-        self.logger = logging.getLogger("coordinator_mirror.librdkafka")
-        self.logger.propagate = False
-        self.logger.setLevel(logging.INFO)
-        self.logger.handlers = [self]
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-        del self.lines[:-50]
-
-    def error_cb(self, err: Any) -> None:
-        self.lines.append(str(err))
-        del self.lines[:-50]
-
-    def fatal(self) -> StartupError | None:
-        """A security failure seen so far (retrying will not fix it), else None."""
-        for line in reversed(self.lines):
-            found = classify_text(line, self.secrets)
-            if found is not None:
-                return found
-        return None
-
-
-def _metadata(consumer: Any, topic: str, timeout_s: float, errors: ClientErrors | None) -> Any:
-    """The topic's metadata; gives up early once the client reported a security failure."""
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.list_topics(topic, timeout=min(2.0, timeout_s))
-        except KafkaException:
-            consumer.poll(0.1)  # serves the error and log callbacks queued so far (not assigned yet)
-            fatal = errors.fatal() if errors else None
-            if fatal is not None:
-                raise fatal from None
-            if time.monotonic() > deadline:
-                raise
 
 
 def iter_topic(
@@ -70,72 +23,66 @@ def iter_topic(
     *,
     topic: str = OFFSETS_TOPIC,
     isolation_level: str = "read_committed",
-    client_config: dict[str, str] | None = None,
+    options: dict[str, str] | None = None,
     timeout_s: float = 60.0,
-    errors: ClientErrors | None = None,
+    jvm: Jvm | None = None,
 ) -> Iterator[CapturedRecord]:
     """Yield every record of ``topic`` from the earliest offset up to the end offsets seen at start.
 
-    The end is the high watermark, or under ``read_committed`` the last stable offset, so an open
-    transaction ends the capture where the coordinator's committed view ends.  Records are yielded
-    partition by partition, each in offset order.
+    Kafka's own consumer (`streaming.cluster.jvm`, with ``options`` verbatim) reads every
+    partition at once, each partition's records in offset order; the end is the high watermark,
+    or under ``read_committed`` the last stable offset, so an open transaction ends the capture
+    where the coordinator's committed view ends.  No consumer group: nothing is committed, no
+    group ACL is needed.  A JVM is started for the client unless ``jvm`` is given.
     """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": "coordinator-mirror-capture",  # required by librdkafka; never committed
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "isolation.level": isolation_level,
-        "check.crcs": True,
-        # librdkafka hides internal topics from consumers unless told otherwise.
-        "topic.metadata.refresh.interval.ms": 60000,
-    }
-    conf.update(client_config or {})
-    if errors is not None:
-        conf.update(error_cb=errors.error_cb, logger=errors.logger)
-    consumer = Consumer(conf)
+    own = jvm is None
+    jvm = jvm or Jvm.launch()
+    conf = {**(options or {}), "bootstrap.servers": bootstrap, "isolation.level": isolation_level}
     try:
-        md = _metadata(consumer, topic, timeout_s, errors)
-        tmd = md.topics.get(topic)
-        if tmd is None or tmd.error is not None:
-            raise KafkaException(f"topic {topic} not available: {tmd.error if tmd else 'missing'}")
-        partitions = sorted(tmd.partitions)
-        for p in partitions:
-            tp = TopicPartition(topic, p)
-            # Under read_committed the readable end is the last stable offset; the partition reports
-            # EOF there, which ends the loop below even when `high` is never reached.
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
-            deadline = time.monotonic() + timeout_s
-            while True:
-                msg = consumer.poll(1.0)
-                if msg is None:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{topic}[{p}]: no progress for {timeout_s}s")
-                    continue
+        dump = jvm.open(TOPIC_DUMP, conf, timeout_s)
+    except BaseException:
+        if own:
+            jvm.close()
+        raise
+    try:
+        partitions = [int(p) for p in dump.call("partitions", topic)]
+        if not partitions:
+            raise TopicMissingError(f"topic {topic} not available: the cluster does not have it")
+        ranges = [int(x) for x in dump.call("assign", topic, _int_array(jvm, partitions))]
+        ends = {ranges[i]: ranges[i + 2] for i in range(0, len(ranges), 3)}
+        positions = {ranges[i]: ranges[i + 1] for i in range(0, len(ranges), 3)}
+        deadline = time.monotonic() + timeout_s
+        while any(positions[p] < ends[p] for p in ends):
+            answer = FrameReader(dump.call("poll", 1000))
+            moved = False
+            for _ in range(answer.i32()):
+                p, after = answer.i32(), answer.i64()
+                moved |= after > positions[p]
+                positions[p] = max(positions[p], after)
+            for _ in range(answer.i32()):
+                p, offset, ts = answer.i32(), answer.i64(), answer.i64()
+                key, value = answer.bin(), answer.bin()
+                yield CapturedRecord(partition=p, offset=offset, timestamp_ms=ts, key=key or b"", value=value)
+            if moved:
                 deadline = time.monotonic() + timeout_s
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise KafkaException(err)
-                _ts_type, ts = msg.timestamp()
-                offset = int(msg.offset() or 0)
-                yield CapturedRecord(
-                    partition=p,
-                    offset=offset,
-                    timestamp_ms=int(ts),
-                    key=msg.key() or b"",
-                    value=msg.value(),
-                )
-                if offset + 1 >= high:
-                    break
+            elif time.monotonic() > deadline:
+                behind = sorted(p for p in ends if positions[p] < ends[p])
+                raise TimeoutError(f"{topic}{behind}: no progress for {timeout_s:.0f}s")
     finally:
-        consumer.close()
+        dump.close()
+        if own:
+            jvm.close()
+
+
+def _int_array(jvm: Jvm, values: list[int]) -> Any:
+    arr = jvm.gateway.new_array(jvm.gateway.jvm.int, len(values))
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr
+
+
+class TopicMissingError(RuntimeError):
+    """The topic to capture does not exist (no group ever committed on a new cluster)."""
 
 
 def capture(
@@ -144,11 +91,12 @@ def capture(
     *,
     topic: str = OFFSETS_TOPIC,
     isolation_level: str = "read_committed",
-    client_config: dict[str, str] | None = None,
+    options: dict[str, str] | None = None,
     kafka_version: str | None = None,
     timeout_s: float = 60.0,
-    errors: ClientErrors | None = None,
+    jvm: Jvm | None = None,
 ) -> int:
+    """Capture ``topic`` into ``out``; starts a JVM for Kafka's client unless ``jvm`` is given."""
     header = CaptureHeader(
         source=f"kafka://{bootstrap}/{topic}",
         kafka_version=kafka_version,
@@ -156,12 +104,7 @@ def capture(
         captured_at_ms=int(time.time() * 1000),
     )
     records = iter_topic(
-        bootstrap,
-        topic=topic,
-        isolation_level=isolation_level,
-        client_config=client_config,
-        timeout_s=timeout_s,
-        errors=errors,
+        bootstrap, topic=topic, isolation_level=isolation_level, options=options, timeout_s=timeout_s, jvm=jvm
     )
     return write_capture(out, header, records)
 
@@ -197,9 +140,9 @@ def register(
         default=[],
         type=kv_pair,
         metavar="KEY=VALUE",
-        help="Kafka client option, Java names as for `run` (security.protocol, sasl.jaas.config, "
-        "ssl.truststore.location with ssl.truststore.type=PEM, ...); librdkafka.<name> passes a "
-        "librdkafka option as it is (repeatable)",
+        help="Kafka client option (repeatable), exactly as for `run`: Kafka's own Java client reads "
+        "with them as given (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, "
+        "ssl.keystore.* of any type, config providers ...)",
     )
     p.add_argument("--timeout", type=float, default=60.0, help="seconds without progress before failing")
     handlers["capture"] = _run
@@ -209,32 +152,32 @@ def _run(args: argparse.Namespace) -> int:
     try:
         # flags win over CM_KAFKA_OPTIONS__* and the settings file, as for `run`: secrets need not
         # be flags (which `ps` shows)
-        base = load_settings(args.config, bootstrap_servers=args.bootstrap_servers).kafka_options
+        base = load_settings(args.config, bootstrap_servers=args.bootstrap_servers)
+        settings = load_settings(
+            args.config,
+            bootstrap_servers=args.bootstrap_servers,
+            kafka_options={**base.kafka_options, **dict(args.kafka_options)},
+        )
     except SettingsError as exc:
         print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
-        return 2
-    options = {**base, **dict(args.kafka_options)}
-    secrets = [v for k, v in options.items() if is_secret(k)]
-    try:
-        client_config = librdkafka_config(options)
-    except ClientOptionError as exc:
-        print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
-        return 2
-    errors = ClientErrors(secrets)
+        return EXIT_CONFIG
+    options = settings.kafka_options
+    secrets = settings.secret_values()
     try:
         n = capture(
             args.bootstrap_servers,
             args.out,
             topic=args.topic,
             isolation_level=args.isolation_level,
-            client_config=client_config,
+            options=options,
             timeout_s=args.timeout,
-            errors=errors,
         )
-    except Exception as exc:
-        found = classify_security(exc, reversed(errors.lines), secrets)
-        if found is None:
-            raise
+    except (KafkaCallError, TopicMissingError, TimeoutError, MissingArtifactsError) as exc:
+        found = (
+            client_options_error("kafka_options", exc, options, secrets, bootstrap=args.bootstrap_servers)
+            if isinstance(exc, KafkaCallError)
+            else classify(exc, bootstrap=args.bootstrap_servers, secrets=secrets)
+        )
         print(f"coordinator-mirror capture: {found.message}", file=sys.stderr)
         return found.exit_code
     print(f"captured {n} records of {args.topic} to {args.out}", file=sys.stderr)

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from streaming.settings import is_secret
+
 EXIT_OK: Final = 0
 EXIT_UNEXPECTED: Final = 1
 EXIT_CONFIG: Final = 2
@@ -131,6 +133,97 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
 )
 
 
+#: Kafka's words for a key store it could not open (DefaultSslEngineFactory: "Failed to load SSL
+#: keystore <path> of type <type>", for trust stores too), and the causes underneath
+_STORE_FAILED: Final = re.compile(r"Failed to load SSL keystore (?P<path>.+?) of type (?P<type>\S+)")
+_STORE_CAUSES: Final = (
+    (
+        r"password was incorrect|keystore password|mac check failed|Given final block not properly padded"
+        r"|failed to decrypt safe contents entry|BadPaddingException|UnrecoverableKeyException",
+        "password",
+        "the password is wrong",
+    ),
+    (
+        r"Invalid keystore format|DerInputStream|toDerInputStream|Detect premature EOF|not a PKCS12|"
+        r"KeyStoreException: (?:JKS|PKCS12) not found|Unrecognized keystore format|invalid stream header",
+        "type",
+        "the file is not a {type} store",
+    ),
+    (r"NoSuchFileException|FileNotFoundException|No such file", "location", "the file does not exist"),
+    (r"AccessDeniedException|Permission denied", "location", "the file is not readable"),
+)
+_INVALID_VALUE: Final = re.compile(
+    r"Invalid value (?P<value>.*?) for configuration (?P<name>[\w.]+)(?P<rest>.*)"
+)
+_MISSING_CLASS: Final = re.compile(
+    r"Class (?P<cls>[\w.$]+) cannot be found|ClassNotFoundException: (?P<cls2>[\w.$]+)"
+)
+_REFUSED: Final = re.compile(
+    r"ConfigException|KafkaException: Failed to construct|Failed to create new KafkaAdminClient"
+)
+
+
+def client_options_error(
+    setting: str,
+    exc: BaseException,
+    options: dict[str, str],
+    secrets: Iterable[str] = (),
+    *,
+    bootstrap: str | None = None,
+) -> StartupError:
+    """A Kafka client refused ``options`` (the settings map ``setting``): the `StartupError` naming
+    the option to fix -- a key store it cannot open (its location, type or password option), an
+    invalid value, a class not on the class path -- or, for a failure that is not about the
+    options (a broker that refuses the credentials, ...), what `classify` says."""
+    text = str(exc)
+    m = _STORE_FAILED.search(text)
+    if m:
+        path = m.group("path")
+        kind = next(
+            (k for k in ("truststore", "keystore") if options.get(f"ssl.{k}.location") == path),
+            "keystore",
+        )
+        for pattern, option, why in _STORE_CAUSES:
+            if re.search(pattern, text, re.I):
+                name = f"ssl.{kind}.{option}"
+                detail = why.format(type=options.get(f"ssl.{kind}.type", "JKS").upper())
+                return StartupError(
+                    f"{setting}: {name}: Kafka's client cannot open {path} ({detail}; "
+                    f"ssl.{kind}.type={options.get(f'ssl.{kind}.type', 'JKS (the default)')})",
+                    EXIT_CONFIG,
+                )
+        return StartupError(
+            f"{setting}: ssl.{kind}.location: Kafka's client cannot open {path}: "
+            f"{scrub(first_line(text[m.start() :]), secrets)}",
+            EXIT_CONFIG,
+        )
+    m = _INVALID_VALUE.search(text)
+    if m:
+        value = "***" if is_secret(m.group("name")) else m.group("value")
+        rest = scrub(m.group("rest").splitlines()[0] if m.group("rest") else "", secrets)
+        return StartupError(f"{setting}: {m.group('name')}: invalid value {value}{rest}", EXIT_CONFIG)
+    m = _MISSING_CLASS.search(text)
+    if m:
+        cls = m.group("cls") or m.group("cls2")
+        named = [k for k, v in options.items() if cls in v]
+        return StartupError(
+            f"{setting}: {named[0] if named else 'a class option'}: class {cls} is not on the class path "
+            "(a login module or callback handler from another jar: add the jar to spark_jars)",
+            EXIT_CONFIG,
+        )
+    if _REFUSED.search(text) and classify_security(exc, secrets=secrets) is None:
+        return StartupError(
+            f"{setting}: Kafka's client refused the options: {scrub(_innermost(text), secrets)}",
+            EXIT_CONFIG,
+        )
+    return classify(exc, bootstrap=bootstrap, secrets=secrets)
+
+
+def _innermost(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else text
+
+
 def _detail(text: str, start: int, limit: int = 240) -> str:
     line = text[start:].splitlines()[0].strip() if text[start:].strip() else ""
     line = line.rstrip(".;:")
@@ -176,7 +269,9 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         out.append(cur)
-        cur = cur.__cause__ or cur.__context__
+        # ``raise X from None`` hides the context: a hidden one may not even be printable (a
+        # py4j error reads its text from a JVM that may be gone)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     return out
 
 

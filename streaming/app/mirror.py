@@ -38,14 +38,14 @@ from streaming.app.errors import (
     EXIT_TLS,
     StartupError,
     classify,
+    client_options_error,
     first_line,
     scrub,
 )
-from streaming.cluster.client_config import ClientOptionError
 from streaming.cluster.groups import ClusterClient, log_start_drift
+from streaming.cluster.jvm import Jvm, KafkaCallError
 from streaming.cluster.offsets import OffsetReader
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
-from streaming.pipeline.jvm_kafka import ensure_topic, partition_offsets
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.recovery import (
     CHECKPOINT_META_FORMAT,
@@ -64,7 +64,7 @@ from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition, openmetrics_exposition
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.store import SnapshotStore
-from streaming.settings import Settings, SettingsError
+from streaming.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -142,6 +142,7 @@ class Mirror:
         #: groups changed since the offsets thread's last round (`_on_batch_lag`)
         self._lag_pending: dict[str, bytes | None] = {}
         self.cluster: ClusterClient | None = None
+        self.jvm: Jvm | None = None
         self._supervisor: threading.Thread | None = None
         self._warming: threading.Thread | None = None
         self._meta: dict[str, Any] = {}
@@ -157,7 +158,6 @@ class Mirror:
         targets, state recovery and the query; HTTP and the supervisor (restarts, checks,
         reconciliation) either way.  Raises `StartupError` for what a user must fix."""
         s = self.settings
-        self.offset_reader = self._offset_reader()  # a bad client option stops here, before Spark
         if self.spark is None:
             conf = {
                 "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
@@ -173,10 +173,13 @@ class Mirror:
         self._warming.start()
         if s.source == "kafka":
             assert s.bootstrap_servers
-            try:
-                self.cluster = ClusterClient(s.bootstrap_servers, s.kafka_options)
-            except ClientOptionError as exc:
-                raise StartupError(f"kafka_options: {exc}", EXIT_CONFIG) from exc
+            # the driver's Kafka client: Kafka's Java Admin in the Spark driver's JVM, with
+            # kafka_options verbatim (`streaming.cluster.jvm`); a bad option or an unreadable key
+            # store stops here, naming the option
+            self.jvm = Jvm.attach(self.spark.sparkContext._gateway)
+            self.cluster = self._open_cluster(s.bootstrap_servers, s.kafka_options, "kafka_options")
+            if s.lag_enabled:
+                self.offset_reader = OffsetReader(self.cluster)
             self._claim_checkpoint()
         self._ensure_output_topics()
         if not self._try_begin():
@@ -210,6 +213,16 @@ class Mirror:
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
+
+    def _open_cluster(self, bootstrap: str, options: dict[str, str], setting: str) -> ClusterClient:
+        """An Admin client for ``bootstrap``; a client option Kafka refuses (a bad value, a key
+        store it cannot open) is a `StartupError` naming ``setting`` and the option."""
+        assert self.jvm is not None
+        try:
+            return ClusterClient(self.jvm, bootstrap, options)
+        except KafkaCallError as exc:
+            secrets = self.settings.secret_values()
+            raise client_options_error(setting, exc, options, secrets, bootstrap=bootstrap) from None
 
     def _warm_workers(self) -> None:
         """Python workers started while the driver talks to the cluster (`warm_python_workers`);
@@ -338,8 +351,8 @@ class Mirror:
         r = self.store.readiness
         if s.source != "kafka":
             return
-        assert self.spark is not None and s.bootstrap_servers
-        starts, ends = partition_offsets(self.spark, s.bootstrap_servers, s.kafka_options, s.topic)
+        assert self.cluster is not None
+        starts, ends = self.cluster.partition_offsets(s.topic)
         r.starts, r.targets, r.latest = dict(starts), dict(ends), dict(ends)
         log.info(
             "%s: %d partitions, %d records (log positions) to catch up with",
@@ -356,20 +369,30 @@ class Mirror:
             return
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
-        for name, topic, compacted in (
-            ("events_topic", s.events_topic, False),
-            ("offsets_topic", s.offsets_topic, True),
-        ):
-            if not topic:
-                continue
-            try:
-                created = ensure_topic(self.spark, bootstrap, s.output_options(), topic, compacted=compacted)
-            except Exception as exc:
-                # Kafka's own words, then which topic and setting: its message names neither when
-                # a missing topic cannot be created (e.g. no Write and no Create ACL)
-                raise OutputTopicError(f"{_kafka_words(exc)} (output topic {topic}, setting {name})") from exc
-            if created:
-                log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
+        if self.jvm is None:
+            self.jvm = Jvm.attach(self.spark.sparkContext._gateway)
+        options = s.output_options()
+        setting = "output_kafka_options" if s.output_kafka_options else "kafka_options"
+        client = self._open_cluster(bootstrap, options, setting)
+        try:
+            for name, topic, compacted in (
+                ("events_topic", s.events_topic, False),
+                ("offsets_topic", s.offsets_topic, True),
+            ):
+                if not topic:
+                    continue
+                try:
+                    created = client.ensure_topic(topic, compacted=compacted)
+                except Exception as exc:
+                    # Kafka's own words, then which topic and setting: its message names neither
+                    # when a missing topic cannot be created (e.g. no Write and no Create ACL)
+                    raise OutputTopicError(
+                        f"{_kafka_words(exc)} (output topic {topic}, setting {name})"
+                    ) from exc
+                if created:
+                    log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
+        finally:
+            client.close()
 
     def _recover_store(self) -> int:
         """After a restart, rebuild the driver's snapshots from the checkpointed state store (on the
@@ -439,21 +462,6 @@ class Mirror:
             return
         self._offsets_thread = threading.Thread(target=self._poll_offsets, name="mirror-offsets", daemon=True)
         self._offsets_thread.start()
-
-    def _offset_reader(self) -> OffsetReader | None:
-        """The AdminClient that reads log offsets, configured from the same Java-style
-        ``kafka_options`` as the Spark source (`streaming.cluster.client_config`); an option
-        librdkafka cannot honour is a `SettingsError` naming ``kafka_options`` and the option."""
-        s = self.settings
-        if not (s.lag_enabled and s.source == "kafka" and s.bootstrap_servers):
-            return None
-        try:
-            return OffsetReader(s.bootstrap_servers, s.kafka_options)
-        except ClientOptionError as exc:
-            raise SettingsError(
-                f"kafka_options: {exc} (the lag reader, a librdkafka AdminClient, connects with "
-                "kafka_options; fix the option or set lag_enabled=false)"
-            ) from None
 
     def _lag_route(self, path: str) -> tuple[int, Any] | None:
         keep = self._group_filter
@@ -909,7 +917,9 @@ class Mirror:
             if thread is not None:
                 thread.join(timeout=15)
         self.offset_reader = None
-        self.cluster = None
+        if self.cluster is not None:
+            self.cluster.close()
+            self.cluster = None
         if self._owns_session and self.spark is not None:
             self.spark.stop()
 

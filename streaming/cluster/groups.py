@@ -1,35 +1,35 @@
-"""The coordinators' own list of groups (Admin ListGroups) and a liveness check, through confluent-kafka.
+"""The driver's reads of the cluster through Kafka's Admin client (`streaming.cluster.jvm`): cluster
+id, topics, configs, log offsets, the coordinators' group list, output topics.
 
-Cheap on purpose: ListGroups is one request per broker and answers names, types and states only.
-What Kafka 4.3.1 lists (checked on the lab broker): classic groups (also the "simple" groups that
-only have offsets, as type CLASSIC, state EMPTY), KIP-848 consumer groups (type CONSUMER), share and
-streams groups -- every group the coordinator keeps in memory, which is every group the log
-describes.  A broker still loading a coordinator partition answers COORDINATOR_LOAD_IN_PROGRESS for
-it: such a round is partial and must not count (`GroupListing.complete`).
-
-(Not ``list_consumer_group_offsets``: librdkafka 2.16 crashes the process on it against 4.3.)
-
-ListGroups runs in a child process (`list_groups_isolated`): librdkafka 2.16's parse of its answer
-crashed the mirror's process -- SIGSEGV in ``rd_list_add`` under
-``rd_kafka_ListConsumerGroupsResponse_parse`` on the librdkafka main thread (core dumps of two
-100k-group bench runs, one of them with the bench's own clients in another process), 1-2 minutes
-into the reconciliation rounds.  Not reproduced outside the mirror's process (list_groups alone,
-100k groups, under CPU and commit load: 0 crashes in 25 calls), so the trigger is not known; in a
-child, a crash costs one reconciliation round (counted as an error, retried at the next), never the
-mirror.
+ListGroups (Kafka 4.x ``Admin.listGroups``) lists every group the coordinators keep in memory --
+classic groups (also the "simple" groups that only have offsets, as type classic, state empty),
+KIP-848 consumer groups, share and streams groups (checked on the 4.3.1 broker) -- which is every
+group the log describes.  A broker still loading a coordinator partition answers
+COORDINATOR_LOAD_IN_PROGRESS for it: such a round is partial and must not count
+(`GroupListing.complete`).  What a principal may list depends on its ACLs: ListGroups leaves out
+the groups it may not Describe, silently (`GroupListing.authorized` says whether the list can be
+complete).
 """
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
-from streaming.cluster.client_config import ClientLog, driver_config
+from streaming.cluster.jvm import (
+    CLUSTER_READS,
+    FrameReader,
+    Jvm,
+    KafkaCallError,
+    frame_partitions,
+    frame_strings,
+)
+
+#: Kafka's error code of a partition the principal may not Describe (TOPIC_AUTHORIZATION_FAILED)
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+#: ... of a partition the cluster does not have (UNKNOWN_TOPIC_OR_PARTITION)
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 
 
 class TopicAuthorizationError(PermissionError):
@@ -42,7 +42,7 @@ class BrokerUnreachableError(ConnectionError):
 
 @dataclass(frozen=True)
 class GroupListing:
-    #: group id -> (type, state) as the coordinators report them ("classic", "Empty" ...)
+    #: group id -> (type, state) as the coordinators report them ("classic", "empty" ...)
     groups: dict[str, tuple[str, str]]
     #: per-broker errors (e.g. COORDINATOR_LOAD_IN_PROGRESS); a round with errors is partial
     errors: tuple[str, ...]
@@ -52,148 +52,141 @@ class GroupListing:
         return not self.errors
 
 
-class ListGroupsCrashedError(RuntimeError):
-    """The child process that asked ListGroups died (a signal) or answered nothing readable."""
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """One partition's log offsets from one ListOffsets round (-1: not known)."""
 
-
-#: the child that asks ListGroups (`list_groups_isolated`): this interpreter, this module
-LIST_GROUPS_CHILD: Sequence[str] = (sys.executable, "-m", "streaming.cluster.groups")
-
-
-def list_groups_isolated(
-    bootstrap: str,
-    options: Mapping[str, str],
-    timeout_s: float,
-    child: Sequence[str] = LIST_GROUPS_CHILD,
-) -> GroupListing:
-    """Admin ListGroups through librdkafka in a child process (see the module docstring).  The
-    settings reach it on stdin (the options may hold credentials: never on a command line)."""
-    request = json.dumps({"bootstrap": bootstrap, "options": dict(options), "timeout_s": timeout_s})
-    try:
-        done = subprocess.run(
-            list(child),
-            input=request,
-            capture_output=True,
-            text=True,
-            timeout=3 * timeout_s + 30,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ListGroupsCrashedError(f"the ListGroups child did not answer in {exc.timeout:.0f}s") from None
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise ListGroupsCrashedError(f"the ListGroups child (librdkafka) died of {name}")
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ListGroupsCrashedError(f"the ListGroups child exited {done.returncode}: {why}") from None
-    if "error" in answer:
-        raise ListGroupsCrashedError(str(answer["error"]))
-    return GroupListing({g: (t, st) for g, (t, st) in answer["groups"].items()}, tuple(answer["errors"]))
-
-
-def _list_groups_child() -> int:
-    """The child's side: settings on stdin, the listing as JSON on stdout."""
-    from confluent_kafka.admin import AdminClient
-
-    request = json.loads(sys.stdin.read())
-    timeout_s = float(request["timeout_s"])
-    client_log = ClientLog("groups")
-    admin = None
-    try:
-        admin = AdminClient(driver_config(request["bootstrap"], request["options"], timeout_s, client_log))
-        result = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s + 1)
-    except Exception as exc:  # the parent reports it (a failed round), with what the client said
-        if admin is not None:
-            admin.poll(0.5)  # serves the log and error callbacks queued so far
-        why = client_log.last()
-        error = f"{type(exc).__name__}: {exc}".rstrip(": ") + (f"; the client reported: {why}" if why else "")
-        print(json.dumps({"error": error}))
-        return 1
-    groups = {g.group_id: (_name(getattr(g, "type", None)), _name(g.state)) for g in result.valid}
-    print(json.dumps({"groups": groups, "errors": [str(e) for e in result.errors]}))
-    return 0
+    earliest: int
+    high_watermark: int
+    stable: int  # last stable offset (read_committed latest); -1 when not asked
+    error: int  # Kafka's error code, 0 for none
 
 
 class ClusterClient:
-    """A confluent-kafka AdminClient for the driver's periodic reads."""
+    """One Admin client for the driver's reads (thread-safe: the supervisor, the offsets thread and
+    start-up share it), with the mirror's ``kafka_options`` verbatim."""
 
-    def __init__(self, bootstrap: str, options: Mapping[str, str], timeout_s: float = 10.0) -> None:
-        from confluent_kafka.admin import AdminClient
-
+    def __init__(self, jvm: Jvm, bootstrap: str, options: Mapping[str, str], timeout_s: float = 30.0) -> None:
         self.bootstrap = bootstrap
-        self.options = dict(options)
         self.timeout_s = timeout_s
-        self.log = ClientLog("cluster")
-        self._admin = AdminClient(driver_config(bootstrap, options, timeout_s, self.log))
+        self._reads = jvm.open(CLUSTER_READS, {**options, "bootstrap.servers": bootstrap}, timeout_s)
 
     def cluster_id(self) -> str:
         """The cluster id (DescribeCluster); `BrokerUnreachableError` when no broker answers in time."""
-        answer = self._admin.describe_cluster(request_timeout=self.timeout_s)
         try:
-            return str(answer.result(self.timeout_s + 1).cluster_id)
-        except Exception as exc:  # a timeout: not one broker answered -- librdkafka's lines say why
-            self._admin.poll(0.5)  # serves the log and error callbacks queued so far
-            why = self.log.last()
-            raise BrokerUnreachableError(
-                f"no broker answered DescribeCluster within {self.timeout_s:.0f}s ({exc})"
-                + (f"; the client reported: {why}" if why else "")
-            ) from exc
+            return str(self._reads.call("clusterId"))
+        except KafkaCallError as exc:
+            if exc.has("TimeoutException"):
+                raise BrokerUnreachableError(
+                    f"no broker answered DescribeCluster within {self.timeout_s:.0f}s ({exc.innermost})"
+                ) from exc
+            raise
+
+    def describe_topic(self, topic: str) -> tuple[str, int, int] | None:
+        """(topic id, partitions, partitions without a leader), or None when it does not exist."""
+        try:
+            answer = str(self._reads.call("describeTopic", topic))
+        except KafkaCallError as exc:
+            if exc.has("TopicAuthorizationException"):
+                # not "missing": a principal without Describe sees the topic as an error, and
+                # waiting for it would never end (`streaming.app.errors` makes this exit 7)
+                raise TopicAuthorizationError(
+                    f"TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [{topic}]"
+                ) from exc
+            raise
+        if not answer:
+            return None
+        tid, n, leaderless = answer.split(" ")
+        return tid, int(n), int(leaderless)
 
     def topic_partitions(self, topic: str) -> int | None:
         """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet)."""
-        md = self._admin.list_topics(topic=topic, timeout=self.timeout_s)
-        t = md.topics.get(topic)
-        if t is not None and t.error is not None and t.error.name() == "TOPIC_AUTHORIZATION_FAILED":
-            # not "missing": a principal without Read/Describe on the topic sees it as an error,
-            # and waiting for it would never end (`streaming.app.errors` makes this exit 7)
-            raise TopicAuthorizationError(
-                f"TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [{topic}]"
-            )
-        if t is None or t.error is not None or not t.partitions:
+        found = self.describe_topic(topic)
+        if found is None or found[1] == 0 or found[2] > 0:
             return None
-        if any(p.leader < 0 for p in t.partitions.values()):
-            return None
-        return len(t.partitions)
+        return found[1]
 
     def delete_retention_ms(self, topic: str) -> int | None:
-        """The topic's ``delete.retention.ms`` (how long tombstones survive compaction)."""
-        from confluent_kafka.admin import ConfigResource
-
-        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        """The topic's ``delete.retention.ms`` (how long tombstones survive compaction); None when
+        unknown (no topic yet, or no DescribeConfigs permission)."""
         try:
-            configs = self._admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(
-                self.timeout_s
-            )
-        except Exception:  # no topic yet, or no DescribeConfigs permission: unknown
+            value = self._reads.call("topicConfig", topic, "delete.retention.ms")
+        except KafkaCallError:
             return None
-        entry = configs.get("delete.retention.ms")
-        return int(entry.value) if entry is not None and entry.value is not None else None
+        return int(value) if value is not None else None
 
-    def log_start_offsets(self, topic: str) -> dict[int, int]:
-        """Each partition's log start offset (ListOffsets EARLIEST); ``{}`` when the topic or its
-        partitions are not known."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
+    def list_offsets(
+        self, by_topic: Mapping[str, Sequence[int]], *, stable: bool = True
+    ) -> dict[tuple[str, int], PartitionOffsets]:
+        """Log start offset, high watermark and (``stable``) last stable offset of each partition,
+        three ListOffsets requests per broker in flight together."""
+        answer = FrameReader(self._reads.call("listOffsets", frame_partitions(by_topic), stable))
+        out: dict[tuple[str, int], PartitionOffsets] = {}
+        for topic, partitions in by_topic.items():
+            for p in partitions:
+                out[(topic, p)] = PartitionOffsets(answer.i64(), answer.i64(), answer.i64(), answer.i16())
+        return out
 
+    def _offsets_of(self, topic: str) -> dict[int, PartitionOffsets]:
         n = self.topic_partitions(topic)
         if not n:
             return {}
-        request = {TopicPartition(topic, p): OffsetSpec.earliest() for p in range(n)}
-        answers = self._admin.list_offsets(request, request_timeout=self.timeout_s)
-        return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in answers.items()}
+        found = self.list_offsets({topic: list(range(n))})
+        for (t, _p), o in found.items():
+            if o.error == TOPIC_AUTHORIZATION_FAILED:
+                raise TopicAuthorizationError(
+                    f"TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [{t}]"
+                )
+        return {p: o for (_t, p), o in found.items()}
+
+    def log_start_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's log start offset; ``{}`` when the topic or its partitions are not known."""
+        return {p: o.earliest for p, o in self._offsets_of(topic).items() if o.earliest >= 0}
+
+    def partition_offsets(self, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+        """(log start, last stable offset) per partition of ``topic`` -- the stable offset is where
+        Spark's read_committed source stops; raises when any partition has no answer."""
+        offsets = self._offsets_of(topic)
+        bad = {p: o.error for p, o in offsets.items() if o.error or o.stable < 0}
+        if bad or not offsets:
+            why = f"{topic}: no offsets for partitions {bad}"
+            raise KafkaCallError([("org.apache.kafka.common.errors.LeaderNotAvailableException", why)])
+        return {p: o.earliest for p, o in offsets.items()}, {p: o.stable for p, o in offsets.items()}
+
+    def topic_names(self) -> set[str]:
+        """Every topic of the cluster the principal may describe (internal ones included)."""
+        return {t for t in FrameReader(self._reads.call("topicNames")).strings() if t is not None}
+
+    def topic_ids(self, names: Sequence[str]) -> dict[str, str | None]:
+        """name -> topic id (Kafka's text form), None for a topic gone or not describable."""
+        answer = FrameReader(self._reads.call("topicIds", frame_strings(list(names))))
+        out: dict[str, str | None] = {}
+        for _ in range(answer.i32()):
+            name, tid = answer.text(), answer.text()
+            if name is not None:
+                out[name] = tid
+        return out
 
     def list_groups(self) -> GroupListing:
-        """The coordinators' groups (in a child process: `list_groups_isolated`)."""
-        return list_groups_isolated(self.bootstrap, self.options, self.timeout_s)
+        """The coordinators' groups (Admin ListGroups, Kafka 4.x: every group type)."""
+        answer = FrameReader(self._reads.call("listGroups"))
+        errors = tuple(e or "" for e in answer.strings())
+        groups: dict[str, tuple[str, str]] = {}
+        for _ in range(answer.i32()):
+            gid, kind, state, _protocol = answer.text(), answer.text(), answer.text(), answer.text()
+            if gid is not None:
+                groups[gid] = (kind or "unknown", state or "unknown")
+        return GroupListing(groups, errors)
 
+    def ensure_topic(self, name: str, *, compacted: bool, partitions: int = 3) -> bool:
+        """Create ``name`` unless it exists (True: created); replication is the broker's default.
+        Existence is asked first: a principal with Write but no Create on an existing topic is fine."""
+        if self.describe_topic(name) is not None:
+            return False
+        return bool(self._reads.call("createTopic", name, partitions, compacted))
 
-def _name(enum_value: Any) -> str:
-    """``ConsumerGroupType.CLASSIC`` -> "classic"; None -> "unknown"."""
-    if enum_value is None:
-        return "unknown"
-    return str(getattr(enum_value, "name", enum_value)).lower()
+    def close(self) -> None:
+        self._reads.close()
 
 
 def log_start_drift(
@@ -208,7 +201,3 @@ def log_start_drift(
         for p, start in sorted(log_starts.items())
         if p in committed and start > committed[p]
     }
-
-
-if __name__ == "__main__":
-    sys.exit(_list_groups_child())

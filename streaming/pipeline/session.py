@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming.jars import localfs_jar, spark_kafka_jars
 from streaming.pipeline import worker_tune
-from streaming.pipeline.jars import localfs_jar, spark_kafka_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

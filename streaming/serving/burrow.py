@@ -593,7 +593,8 @@ def lag_route(
 ) -> tuple[int, dict[str, Any]] | None:
     """The lag side of the HTTP API: Burrow's ``/v3/kafka/...`` paths, and
     ``GET /groups/{id}/lag`` -- per partition committed offset, end, lag in messages and seconds,
-    owner, ``topic_deleted``; the group's ``deleted_topics`` -- with the round's sample time
+    owner, ``topic_deleted``; the group's ``deleted_topics`` and ``denied_topics`` (no Describe
+    ACL: end and lag unknown) -- with the round's sample time
     (``sampled_at_ms``: how fresh the figures are).  None: not one of these paths.
 
     A group without lag is a 404 ``group_not_found`` whose ``reason`` says why (`not_found_reason`):
@@ -616,6 +617,7 @@ def lag_route(
             "isolation": tracker.isolation,
             "sampled_at_ms": None if r is None else r.sampled_at_ms,
             "deleted_topics": tracker.deleted_topics(view, rows),
+            "denied_topics": tracker.denied_topics(view),
             "partitions": lag_json(rows),
         }
     return None

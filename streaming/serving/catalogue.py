@@ -351,6 +351,14 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         source="round missing topics",
     ),
     _l(
+        "coordinator_mirror_topic_not_authorized",
+        "1 for a topic of the group whose log offsets the mirror's principal may not read (ListOffsets "
+        "answered TOPIC_AUTHORIZATION_FAILED: no Describe ACL on the topic), so its lag is unknown. "
+        "Grant Describe on the groups' topics (docs: Security).",
+        (CLUSTER, GROUP, "topic"),
+        source="round denied topics",
+    ),
+    _l(
         "coordinator_mirror_group_lag_slo_seconds",
         "The group's lag SLO in seconds (settings lag_slo_seconds / lag_slo_overrides), for the alert "
         "on kafka_consumergroup_group_max_lag_seconds.",

@@ -76,6 +76,8 @@ class LogOffsets:
     round_seconds: float = 0.0
     requests: int = 0
     error: str | None = None
+    #: topics asked for that the mirror's principal may not Describe (a missing ACL): no offsets
+    denied_topics: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------- kafka-lag-exporter's table
@@ -387,6 +389,16 @@ class LagTracker:
         out = {x.topic for x in rows if x.topic_deleted}
         out.update(t for t in view.subscribed if t in missing)
         return sorted(out)
+
+    def denied_topics(self, view: GroupOffsets) -> list[str]:
+        """Topics of the group whose log offsets the principal may not read (no Describe ACL):
+        their lag is unknown for that reason, not because the topic is gone."""
+        r = self.round
+        if r is None or not r.denied_topics:
+            return []
+        names = self.topic_names
+        mine = {names.get(t, t) for t, _ in view.offsets} | {names.get(t, t) for t, _ in view.owners}
+        return sorted(mine & r.denied_topics)
 
     def view(self, group_id: str) -> GroupOffsets | None:
         with self._lock:

@@ -97,6 +97,8 @@ class LagExporter:
                 out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {_num(max(secs))}")
             for topic in t.deleted_topics(view, rows):
                 out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{_esc(topic)}"}} 1')
+            for topic in t.denied_topics(view):
+                out["coordinator_mirror_topic_not_authorized"].append(f'{g},topic="{_esc(topic)}"}} 1')
             if watcher is not None and gid in watcher.groups:
                 out["coordinator_mirror_consumer_status"].append(f"{g}}} {watcher.groups[gid]}")
             if not self._partitions_for(gid):

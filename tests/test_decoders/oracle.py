@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.pipeline.jars import MissingArtifactsError, jars_root, kafka_dir, kafka_version
+from streaming.jars import MissingArtifactsError, jars_root, kafka_dir, kafka_version
 
 ORACLE_CLASS = "FormatterOracle"
 #: formatter class (simple name) -> record types it prints, in Kafka 4.x

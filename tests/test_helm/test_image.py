@@ -159,7 +159,7 @@ def test_maven_stage_resolves_what_make_jars_resolves() -> None:
     assert docker_ids is not None and make_ids is not None
     assert docker_ids.group(1) == make_ids.group(1)
     assert _arg_default("SPARK_VERSION") == _makefile_var("SPARK_VERSION")
-    # the layout streaming/pipeline/jars.py reads: <COORDINATOR_MIRROR_JARS>/spark-kafka-<v>/ + .complete
+    # the layout streaming/jars.py reads: <COORDINATOR_MIRROR_JARS>/spark-kafka-<v>/ + .complete
     assert "spark-kafka-${SPARK_VERSION}/.complete" in run
     assert _env()["COORDINATOR_MIRROR_JARS"] == "/opt/coordinator-mirror/jars"
 
@@ -182,7 +182,7 @@ def test_s3a_jars_match_the_hadoop_in_pyspark() -> None:
 
 def test_the_image_builds_our_local_file_system_as_make_jars_does(tmp_path: Path) -> None:
     """The jars stage's jvm/localfs step, run for real (Maven Central, javac): the jar lands where
-    streaming/pipeline/jars.py looks, built against the Hadoop that pyspark ships."""
+    streaming/jars.py looks, built against the Hadoop that pyspark ships."""
     import pyspark
 
     [client] = [p.name for p in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar")]

@@ -159,7 +159,7 @@ def test_sparkapplication_driver_stops_through_the_prestop_hook(
     it), with the chart's spark.driver.extraClassPath for the connector; the preStop hook stops it."""
     import pyspark
 
-    from streaming.pipeline.jars import spark_kafka_jars
+    from streaming.jars import spark_kafka_jars
 
     rendered = helm.render("spark-s3a.yaml")
     app = rendered.get("SparkApplication")["spec"]

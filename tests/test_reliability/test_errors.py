@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from streaming.app.errors import EXIT_CONNECTOR, EXIT_UNEXPECTED, EXIT_UNREACHABLE, StartupError, classify
-from streaming.pipeline.jars import MissingArtifactsError
+from streaming.jars import MissingArtifactsError
 from streaming.pipeline.session import ConnectorVersionError
 
 

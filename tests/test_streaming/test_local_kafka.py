@@ -26,7 +26,7 @@ def test_broker_serves_metadata_and_offsets_topic(kafka: Any) -> None:
 def test_second_broker_starts_stops_and_leaves_no_process(tmp_path: Any) -> None:
     """An older (3.x) broker from the same launcher; stop() leaves no java process behind."""
     from lab.broker import BrokerSettings, LocalKafka
-    from streaming.pipeline.jars import kafka_old_version
+    from streaming.jars import kafka_old_version
 
     broker = LocalKafka(
         BrokerSettings(kafka_version=kafka_old_version(), offsets_topic_num_partitions=3), tmp_path

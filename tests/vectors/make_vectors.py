@@ -142,7 +142,7 @@ def run_broker(run: Run, work: Path) -> None:
 
 def dump_log(kafka_version: str, data_dir: Path) -> str:
     """``kafka-dump-log --offsets-decoder`` of ``kafka_version`` over every offsets segment."""
-    from streaming.pipeline.jars import kafka_classpath
+    from streaming.jars import kafka_classpath
 
     segments = sorted(data_dir.glob("__consumer_offsets-*/*.log"))
     if not segments:

@@ -5,6 +5,8 @@ Layout (default ``<repo>/jvm/lib``, or ``$COORDINATOR_MIRROR_JARS``)::
     kafka-<version>/*.jar          a broker, its tools jar and a log4j2 backend
     spark-kafka-<version>/*.jar    spark-sql-kafka-0-10 and its runtime dependencies
     localfs-<version>/*.jar        our Hadoop local file system without a process per call (jvm/localfs)
+    clients-<version>/*.jar        the driver's Kafka clients: kafka-clients <version> and our bridge
+                                   to them (jvm/bridge), loaded apart from Spark's (`streaming.cluster.jvm`)
 
 Each folder is complete only if it holds the ``.complete`` stamp that the Makefile writes last, so
 a half-finished download is never mistaken for a usable classpath.
@@ -17,6 +19,8 @@ from pathlib import Path
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 DEFAULT_KAFKA_OLD_VERSION = "3.9.2"
+#: kafka-clients of the driver's own reads (4.x: Admin.listGroups lists share and streams groups)
+DEFAULT_KAFKA_CLIENTS_VERSION = "4.3.1"
 
 
 class MissingArtifactsError(RuntimeError):
@@ -24,7 +28,7 @@ class MissingArtifactsError(RuntimeError):
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 def jars_root() -> Path:
@@ -34,6 +38,10 @@ def jars_root() -> Path:
 
 def kafka_version() -> str:
     return os.environ.get("COORDINATOR_MIRROR_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+
+
+def kafka_clients_version() -> str:
+    return os.environ.get("COORDINATOR_MIRROR_KAFKA_CLIENTS_VERSION") or DEFAULT_KAFKA_CLIENTS_VERSION
 
 
 def kafka_old_version() -> str:
@@ -83,6 +91,19 @@ def localfs_jar(spark_version: str | None = None) -> str:
         spark_version = pyspark.__version__
     folder = _complete_dir(f"localfs-{spark_version}", f"make jars SPARK_VERSION={spark_version}")
     return str(folder / "coordinator-mirror-localfs.jar")
+
+
+def driver_client_jars(version: str | None = None) -> list[str]:
+    """The driver's Kafka clients: our bridge jar (jvm/bridge) first, then kafka-clients ``version``
+    -- the jars of the class loader `streaming.cluster.jvm` opens them in."""
+    version = version or kafka_clients_version()
+    folder = _complete_dir(f"clients-{version}", f"make jars KAFKA_CLIENTS_VERSION={version}")
+    bridge = folder / "coordinator-mirror-kafka.jar"
+    clients = folder / f"kafka-clients-{version}.jar"
+    for jar in (bridge, clients):
+        if not jar.is_file():
+            raise MissingArtifactsError(f"{folder} holds no {jar.name}; run `make jars`")
+    return [str(bridge), str(clients)]
 
 
 def probe_classpath(version: str | None = None) -> str:

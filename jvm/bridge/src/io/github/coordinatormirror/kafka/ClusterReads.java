@@ -1,0 +1,267 @@
+package io.github.coordinatormirror.kafka;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListGroupsResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.protocol.Errors;
+
+/**
+ * The driver's reads of the cluster through Kafka's own Admin client, configured with the mirror's
+ * {@code kafka_options} exactly as given (the same dialect as Spark's Kafka source: key stores of
+ * every type, every SASL mechanism, config providers). Answers cross to Python as {@link Frames}.
+ */
+public final class ClusterReads {
+  private final Admin admin;
+  private final int timeoutMs;
+
+  public ClusterReads(Map<String, String> props, long timeoutMs) {
+    this.timeoutMs = (int) timeoutMs;
+    Map<String, Object> conf = new HashMap<>();
+    conf.put(AdminClientConfig.CLIENT_ID_CONFIG, "coordinator-mirror-driver");
+    conf.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) Math.min(timeoutMs, 30_000));
+    conf.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) timeoutMs);
+    conf.putAll(only(props, AdminClientConfig.configNames()));
+    admin = Admin.create(conf);
+  }
+
+  /**
+   * The options an Admin client knows, and config providers' own ({@code config.providers.*}):
+   * kafka_options also tune Spark's consumer (max.poll.records, ...), which the Admin client would
+   * list as "supplied but not used" at every start.
+   */
+  static Map<String, Object> only(Map<String, String> props, Set<String> known) {
+    Map<String, Object> out = new HashMap<>();
+    props.forEach((k, v) -> {
+      if (known.contains(k) || k.startsWith("config.providers")) {
+        out.put(k, v);
+      }
+    });
+    return out;
+  }
+
+  static <T> T get(KafkaFuture<T> future) throws Exception {
+    try {
+      return future.get();
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof Exception) {
+        throw (Exception) cause;
+      }
+      throw e;
+    }
+  }
+
+  /** DescribeCluster's cluster id. */
+  public String clusterId() throws Exception {
+    return Context.of(this, () ->
+        get(admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs)).clusterId()));
+  }
+
+  /**
+   * {@code "<topic id> <partitions> <partitions without a leader>"}, or "" when the topic does not
+   * exist; a topic the principal may not describe raises TopicAuthorizationException.
+   */
+  public String describeTopic(String topic) throws Exception {
+    return Context.of(this, () -> {
+      TopicDescription d;
+      try {
+        d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(timeoutMs))
+            .topicNameValues().get(topic));
+      } catch (UnknownTopicOrPartitionException e) {
+        return "";
+      }
+      int leaderless = 0;
+      for (TopicPartitionInfo p : d.partitions()) {
+        if (p.leader() == null || p.leader().isEmpty()) {
+          leaderless++;
+        }
+      }
+      return d.topicId() + " " + d.partitions().size() + " " + leaderless;
+    });
+  }
+
+  /** One configuration value of a topic (null when the broker does not name it). */
+  public String topicConfig(String topic, String name) throws Exception {
+    return Context.of(this, () -> {
+      ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+      Config config = get(admin.describeConfigs(List.of(res), new DescribeConfigsOptions().timeoutMs(timeoutMs))
+          .values().get(res));
+      ConfigEntry entry = config.get(name);
+      return entry == null ? null : entry.value();
+    });
+  }
+
+  /**
+   * ListGroups of every coordinator (4.x's {@code listGroups}: classic, consumer, share and streams
+   * groups): i32 error count, the errors' texts (a broker that did not answer, one still loading a
+   * coordinator partition), then i32 group count and per group its id, type, state and protocol type.
+   */
+  public byte[] listGroups() throws Exception {
+    return Context.of(this, () -> {
+      ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
+      Collection<Throwable> errors = get(result.errors());
+      Collection<GroupListing> groups = get(result.valid());
+      Frames f = new Frames().i32(errors.size());
+      for (Throwable t : errors) {
+        f.str(t.getClass().getSimpleName() + ": " + t.getMessage());
+      }
+      f.i32(groups.size());
+      for (GroupListing g : groups) {
+        f.str(g.groupId())
+            .str(g.type().map(t -> t.name().toLowerCase()).orElse("unknown"))
+            .str(g.groupState().map(s -> s.name().toLowerCase()).orElse("unknown"))
+            .str(g.protocol());
+      }
+      return f.done();
+    });
+  }
+
+  /** Every topic's name, internal ones included: i32 count, names. */
+  public byte[] topicNames() throws Exception {
+    return Context.of(this, () -> {
+      Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(timeoutMs))
+          .names());
+      Frames f = new Frames().i32(names.size());
+      names.forEach(f::str);
+      return f.done();
+    });
+  }
+
+  /**
+   * Topic ids ({@link Uuid#toString}: Kafka's URL-safe base64, the form the coordinator's records
+   * carry) of the topics named in {@code request} (i32 count, names): per name, in order, the name
+   * and its id, or null when the topic is gone or may not be described.
+   */
+  public byte[] topicIds(byte[] request) throws Exception {
+    return Context.of(this, () -> {
+      Frames.Reader in = new Frames.Reader(request);
+      int n = in.i32();
+      List<String> names = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        names.add(in.str());
+      }
+      Map<String, KafkaFuture<TopicDescription>> futures = names.isEmpty()
+          ? Map.of()
+          : admin.describeTopics(names, new DescribeTopicsOptions().timeoutMs(timeoutMs)).topicNameValues();
+      Frames f = new Frames().i32(n);
+      for (String name : names) {
+        String id = null;
+        try {
+          Uuid uuid = get(futures.get(name)).topicId();
+          id = uuid == null ? null : uuid.toString();
+        } catch (Exception e) {
+          // deleted in between, or not ours to describe: no name for this id this round
+        }
+        f.str(name).str(id);
+      }
+      return f.done();
+    });
+  }
+
+  /**
+   * Log offsets of the partitions in {@code request} (repeated: topic, i32 count, partitions): per
+   * partition, in order, the log start offset, the high watermark, the last stable offset (-1 when
+   * {@code stable} is false or unknown) and an error code (Kafka's; 0 for none) -- one ListOffsets
+   * per spec, each grouped by leader by the client, all three in flight together.
+   */
+  public byte[] listOffsets(byte[] request, boolean stable) throws Exception {
+    return Context.of(this, () -> {
+      Frames.Reader in = new Frames.Reader(request);
+      List<TopicPartition> tps = new ArrayList<>();
+      while (in.more()) {
+        String topic = in.str();
+        int n = in.i32();
+        for (int i = 0; i < n; i++) {
+          tps.add(new TopicPartition(topic, in.i32()));
+        }
+      }
+      ListOffsetsResult earliest = list(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED);
+      ListOffsetsResult latest = list(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+      ListOffsetsResult lso = stable ? list(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED) : null;
+      Frames f = new Frames();
+      for (TopicPartition tp : tps) {
+        short[] error = {0};
+        f.i64(offset(earliest, tp, error)).i64(offset(latest, tp, error))
+            .i64(lso == null ? -1 : offset(lso, tp, error)).i16(error[0]);
+      }
+      return f.done();
+    });
+  }
+
+  private ListOffsetsResult list(List<TopicPartition> tps, OffsetSpec spec, IsolationLevel isolation) {
+    Map<TopicPartition, OffsetSpec> request = new LinkedHashMap<>();
+    for (TopicPartition tp : tps) {
+      request.put(tp, spec);
+    }
+    return admin.listOffsets(request, new ListOffsetsOptions(isolation).timeoutMs(timeoutMs));
+  }
+
+  private static long offset(ListOffsetsResult result, TopicPartition tp, short[] error) {
+    try {
+      return result.partitionResult(tp).get().offset();
+    } catch (ExecutionException e) {
+      if (error[0] == 0) {
+        error[0] = Errors.forException(e.getCause()).code();
+      }
+      return -1;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      error[0] = Errors.UNKNOWN_SERVER_ERROR.code();
+      return -1;
+    }
+  }
+
+  /** Create {@code name} unless it exists (true: created); replication is the broker's default. */
+  public boolean createTopic(String name, int partitions, boolean compacted) throws Exception {
+    return Context.of(this, () -> {
+      NewTopic topic = new NewTopic(name, java.util.Optional.of(partitions), java.util.Optional.empty());
+      if (compacted) {
+        topic.configs(Map.of("cleanup.policy", "compact"));
+      }
+      try {
+        get(admin.createTopics(List.of(topic)).all());
+        return true;
+      } catch (TopicExistsException e) {
+        return false;
+      }
+    });
+  }
+
+  /** Closes the client (its connections and threads). */
+  public void close() throws Exception {
+    Context.of(this, () -> {
+      admin.close(Duration.ofSeconds(5));
+      return null;
+    });
+  }
+}

@@ -1,0 +1,122 @@
+package io.github.coordinatormirror.kafka;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * A topic read from its start to the end seen when its partitions are assigned -- the high watermark, or under read_committed the last stable offset -- by Kafka's own
+ * consumer with the mirror's {@code kafka_options} as given ({@code capture}). No consumer group:
+ * partitions are assigned, nothing is committed, so no group ACL is needed.
+ */
+public final class TopicDump {
+  private final KafkaConsumer<byte[], byte[]> consumer;
+  private final Map<TopicPartition, Long> ends = new HashMap<>();
+
+  public TopicDump(Map<String, String> props, long timeoutMs) {
+    Map<String, Object> conf = new HashMap<>();
+    conf.put(ConsumerConfig.CLIENT_ID_CONFIG, "coordinator-mirror-capture");
+    conf.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 5000);
+    conf.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) timeoutMs);
+    conf.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) Math.min(timeoutMs, 30_000));
+    conf.putAll(ClusterReads.only(props, ConsumerConfig.configNames()));
+    // what capture must control, whatever the options say
+    conf.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+    conf.remove(ConsumerConfig.GROUP_ID_CONFIG);
+    conf.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+    conf.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+    consumer = new KafkaConsumer<>(conf);
+  }
+
+  /** The topic's partition numbers, ascending; an empty array when the topic does not exist. */
+  public int[] partitions(String topic) throws Exception {
+    return Context.of(this, () -> {
+      List<PartitionInfo> infos = consumer.partitionsFor(topic);
+      if (infos == null) {
+        return new int[0];
+      }
+      int[] out = infos.stream().mapToInt(PartitionInfo::partition).sorted().toArray();
+      return out;
+    });
+  }
+
+  /**
+   * Assign every partition of {@code topic} that has records, each from its start; returns, per
+   * partition, {partition, log start, end} (the end under the isolation level).
+   */
+  public long[] assign(String topic, int[] partitions) throws Exception {
+    return Context.of(this, () -> {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (int p : partitions) {
+        tps.add(new TopicPartition(topic, p));
+      }
+      Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+      Map<TopicPartition, Long> starts = consumer.beginningOffsets(tps);
+      List<TopicPartition> open = new ArrayList<>();
+      long[] out = new long[3 * tps.size()];
+      for (int i = 0; i < tps.size(); i++) {
+        TopicPartition tp = tps.get(i);
+        out[3 * i] = tp.partition();
+        out[3 * i + 1] = starts.get(tp);
+        out[3 * i + 2] = ends.get(tp);
+        this.ends.put(tp, ends.get(tp));
+        if (ends.get(tp) > starts.get(tp)) {
+          open.add(tp);
+        }
+      }
+      consumer.assign(open); // a partition with nothing to read is not fetched at all
+      consumer.seekToBeginning(open);
+      return out;
+    });
+  }
+
+  /**
+   * One poll: i32 partition count and per assigned partition its number and position after the poll
+   * (past transaction markers and aborted records, which read_committed skips); then i32 record
+   * count and per record i32 partition, i64 offset, i64 timestamp, key and value (null: a
+   * tombstone), each partition's in offset order. Records at or past a partition's end are left
+   * out, and a partition that reached its end is paused.
+   */
+  public byte[] poll(long timeoutMs) throws Exception {
+    return Context.of(this, () -> {
+      ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(timeoutMs));
+      List<ConsumerRecord<byte[], byte[]>> kept = new ArrayList<>();
+      for (ConsumerRecord<byte[], byte[]> r : records) {
+        if (r.offset() < ends.get(new TopicPartition(r.topic(), r.partition()))) {
+          kept.add(r);
+        }
+      }
+      Frames f = new Frames().i32(consumer.assignment().size());
+      List<TopicPartition> done = new ArrayList<>();
+      for (TopicPartition tp : consumer.assignment()) {
+        long position = consumer.position(tp);
+        f.i32(tp.partition()).i64(position);
+        if (position >= ends.get(tp)) {
+          done.add(tp);
+        }
+      }
+      consumer.pause(done);
+      f.i32(kept.size());
+      for (ConsumerRecord<byte[], byte[]> r : kept) {
+        f.i32(r.partition()).i64(r.offset()).i64(r.timestamp()).bin(r.key()).bin(r.value());
+      }
+      return f.done();
+    });
+  }
+
+  public void close() throws Exception {
+    Context.of(this, () -> {
+      consumer.close(org.apache.kafka.clients.consumer.CloseOptions.timeout(Duration.ofSeconds(5)));
+      return null;
+    });
+  }
+}
