@@ -15,6 +15,9 @@ KAFKA_OLD_VERSION ?= 3.9.2
 # The driver's own Kafka client (its reads of the cluster and `capture`), loaded beside the
 # connector's older one (streaming/cluster/jvm.py): 4.x lists share and streams groups.
 KAFKA_CLIENTS_VERSION ?= 4.3.1
+# jose4j: kafka-clients' OAUTHBEARER login handler parses the token endpoint's JWTs with it, but
+# its pom does not declare it (Kafka's distribution ships it in libs/: 0.9.6 with 4.3.1)
+JOSE4J_VERSION ?= 0.9.6
 # Must equal a spark-sql-kafka-0-10 release that Maven Central serves with all of its runtime
 # dependencies; 4.2.0 is the newest 4.x for which it serves spark-token-provider-kafka-0-10 too
 # (4.3.0: neither spark-sql-kafka-0-10 nor spark-token-provider-kafka-0-10).
@@ -87,9 +90,9 @@ $(JARS_DIR)/localfs-%/.complete: $(LOCALFS_SRC) $(VENV_STAMP)
 	@rm -rf $(JARS_DIR)/localfs-$*/classes
 	@touch $@
 
-# The driver's Kafka clients (streaming/cluster/jvm.py): kafka-clients alone (its runtime
-# dependencies -- slf4j, the compression codecs -- come from Spark's jars) and our bridge to it
-# (jvm/bridge), compiled against it.
+# The driver's Kafka clients (streaming/cluster/jvm.py): kafka-clients and jose4j (its other runtime
+# dependencies -- slf4j, Jackson, the compression codecs -- come from Spark's jars) and our bridge
+# to it (jvm/bridge), compiled against it.
 BRIDGE_SRC := $(wildcard jvm/bridge/src/io/github/coordinatormirror/kafka/*.java)
 $(JARS_DIR)/clients-%/.complete: $(BRIDGE_SRC)
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -97,6 +100,8 @@ $(JARS_DIR)/clients-%/.complete: $(BRIDGE_SRC)
 	@rm -rf $(JARS_DIR)/clients-$* && mkdir -p $(JARS_DIR)/clients-$*/classes
 	$(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
 	    -Dartifact=org.apache.kafka:kafka-clients:$* -DoutputDirectory=$(abspath $(JARS_DIR))/clients-$*
+	$(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+	    -Dartifact=org.bitbucket.b_c:jose4j:$(JOSE4J_VERSION) -DoutputDirectory=$(abspath $(JARS_DIR))/clients-$*
 	javac --release 17 -nowarn -d $(JARS_DIR)/clients-$*/classes \
 	    -cp $(JARS_DIR)/clients-$*/kafka-clients-$*.jar $(BRIDGE_SRC)
 	jar cf $(JARS_DIR)/clients-$*/coordinator-mirror-kafka.jar -C $(JARS_DIR)/clients-$*/classes .

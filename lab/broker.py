@@ -6,11 +6,13 @@ work directory, listens on free loopback ports, and is stopped with a controlled
 or killed.  On Linux the JVM also receives SIGKILL if the Python process that started it dies
 (PR_SET_PDEATHSIG), so a killed test run leaves no orphan ``java``.
 
-With ``BrokerSettings(secured=True)`` the broker also listens with SASL_SSL (SCRAM-SHA-512) and
-SSL (mutual TLS) beside PLAINTEXT, with certificates made at start (`lab.pki`), a SCRAM super user
-``admin`` written into the storage at format time (``--add-scram``), and Kafka's StandardAuthorizer
-on.  PLAINTEXT clients are the principal ``User:ANONYMOUS``, which is a super user: every test that
-speaks PLAINTEXT keeps full access, while the users made on the secured listeners hold only the
+With ``BrokerSettings(secured=True)`` the broker also listens with SASL_SSL (SCRAM-SHA-512 and
+OAUTHBEARER with Kafka's unsecured JWTs), OIDC (SASL_SSL with OAUTHBEARER tokens from a token
+endpoint, `lab.oidc`, verified against its JWKS) and SSL (mutual TLS) beside PLAINTEXT, with
+certificates made at start (`lab.pki`), a SCRAM super user ``admin`` written into the storage at
+format time (``--add-scram``), and Kafka's StandardAuthorizer on.  PLAINTEXT clients are the
+principal ``User:ANONYMOUS``, which is a super user: every test that speaks PLAINTEXT keeps full
+access, while the users made on the secured listeners hold only the
 ACLs a test grants them.  (Not ``allow.everyone.if.no.acl.found=true``: it would let those users
 reach every resource that has no ACL at all -- ``__consumer_offsets`` among them -- and a test of
 the minimal ACL list would prove nothing.)
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab.oidc import OidcServer
 from lab.pki import KeyPair, Pki
 from streaming.jars import kafka_classpath, kafka_version
 
@@ -44,6 +47,10 @@ ADMIN_PASSWORD = "admin-Secret-0"
 #: the keystore password of the broker's and the clients' PKCS#12 files
 KEYSTORE_PASSWORD = "keystore-Secret-0"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
+#: the login module of SASL/OAUTHBEARER (Kafka's, both for unsecured JWTs and an OIDC token endpoint)
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+#: the client's callback handler that fetches tokens from a token endpoint (KIP-768)
+OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
 
 class BrokerStartError(RuntimeError):
@@ -124,6 +131,8 @@ class LocalKafka:
         self.controller_port = 0
         self.sasl_port = 0
         self.ssl_port = 0
+        self.oidc_port = 0
+        self.oidc: OidcServer | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.cluster_id = ""
         self.pki: Pki | None = None
@@ -149,6 +158,23 @@ class LocalKafka:
         if not self.ssl_port:
             raise RuntimeError("broker not started with secured=True")
         return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def oidc_bootstrap(self) -> str:
+        """The OIDC listener (SASL_SSL, OAUTHBEARER tokens of `oidc`) of a secured broker."""
+        if not self.oidc_port:
+            raise RuntimeError("broker not started with secured=True")
+        return f"127.0.0.1:{self.oidc_port}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """The address of ``listener``: PLAINTEXT, SASL_SSL (also OAUTHBEARER), OIDC or SSL."""
+        return {
+            "PLAINTEXT": self.bootstrap,
+            "SASL_SSL": self.sasl_bootstrap,
+            "OAUTHBEARER": self.sasl_bootstrap,
+            "OIDC": self.oidc_bootstrap,
+            "SSL": self.ssl_bootstrap,
+        }[listener]
 
     @property
     def log_path(self) -> Path:
@@ -215,18 +241,30 @@ class LocalKafka:
 
     def _secured_properties(self) -> dict[str, str]:
         assert self.pki is not None
+        assert self.oidc is not None
         plain = f"PLAINTEXT://127.0.0.1:{self.port}"
         sasl, ssl = f"SASL_SSL://127.0.0.1:{self.sasl_port}", f"SSL://127.0.0.1:{self.ssl_port}"
+        oidc = f"OIDC://127.0.0.1:{self.oidc_port}"
         return {
-            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{sasl},{ssl}",
-            "advertised.listeners": f"{plain},{sasl},{ssl}",
+            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{sasl},{ssl},{oidc}",
+            "advertised.listeners": f"{plain},{sasl},{ssl},{oidc}",
             "listener.security.protocol.map": (
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OIDC:SASL_SSL"
             ),
-            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.enabled.mechanisms": f"{SCRAM_MECHANISM},OAUTHBEARER",
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
+            # Kafka's unsecured JWTs (no signature; the principal is the token's sub claim)
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
+            # tokens of the OIDC endpoint, verified against its JWKS (KIP-768)
+            "listener.name.oidc.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.oidc.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
+            "listener.name.oidc.oauthbearer.sasl.server.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            ),
+            "sasl.oauthbearer.jwks.endpoint.url": self.oidc.jwks_url,
+            "sasl.oauthbearer.expected.audience": self.oidc.audience,
             "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": str(self.pki.dir / "broker.p12"),
             "ssl.keystore.password": KEYSTORE_PASSWORD,
@@ -241,12 +279,26 @@ class LocalKafka:
             "allow.everyone.if.no.acl.found": "false",
         }
 
-    def client_options(self, listener: str, user: str, password: str = "") -> dict[str, str]:
-        """Java client options (Spark's Kafka source, ``--kafka-options``) for ``user`` on the
-        ``SASL_SSL`` listener (SCRAM ``password``) or the ``SSL`` listener (``user``'s certificate,
-        issued by `client_cert`)."""
-        assert self.pki is not None
-        common = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.pki.ca_cert)}
+    def client_options(
+        self,
+        listener: str,
+        user: str,
+        password: str = "",
+        *,
+        truststore: str = "PEM",
+        keystore: str = "PKCS12",
+    ) -> dict[str, str]:
+        """Java client options (Spark's Kafka source, ``--kafka-options``) for ``user`` on a
+        secured listener: ``SASL_SSL`` (SCRAM ``password``), ``OAUTHBEARER`` (the SASL_SSL listener
+        with an unsecured JWT whose sub is ``user``), ``OIDC`` (client ``user`` with secret
+        ``password`` at the token endpoint, registered here) or ``SSL`` (``user``'s certificate,
+        issued by `client_cert`, in a ``keystore`` of type PKCS12, JKS or PEM).  The trust store
+        holding the broker's CA is a ``truststore`` of type PEM, PKCS12 or JKS."""
+        assert self.pki is not None and self.oidc is not None
+        location, store_password = self.pki.truststore(truststore, KEYSTORE_PASSWORD)
+        common = {"ssl.truststore.type": truststore, "ssl.truststore.location": str(location)}
+        if store_password:
+            common["ssl.truststore.password"] = store_password
         if listener == "SASL_SSL":
             return {
                 **common,
@@ -255,14 +307,27 @@ class LocalKafka:
                 "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                 f'username="{user}" password="{password}";',
             }
+        if listener == "OAUTHBEARER":
+            return {
+                **common,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.jaas.config": f'{OAUTH_LOGIN_MODULE} required unsecuredLoginStringClaim_sub="{user}";',
+            }
+        if listener == "OIDC":
+            self.oidc.client(user, password)
+            return {
+                **common,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
+                "sasl.oauthbearer.token.endpoint.url": self.oidc.token_url,
+                "sasl.jaas.config": (
+                    f'{OAUTH_LOGIN_MODULE} required clientId="{user}" clientSecret="{password}";'
+                ),
+            }
         pair = self.client_cert(user)
-        return {
-            **common,
-            "security.protocol": "SSL",
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": str(pair.keystore),
-            "ssl.keystore.password": pair.password,
-        }
+        return {**common, "security.protocol": "SSL", **self.pki.keystore_options(pair, keystore)}
 
     def client_cert(self, user: str) -> KeyPair:
         """``user``'s client certificate from the broker's CA (made once)."""
@@ -299,6 +364,8 @@ class LocalKafka:
             cmd += [f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC"]
         if log4j is not None:
             cmd.append(f"-Dlog4j2.configurationFile={log4j}")
+        if self.oidc is not None:  # Kafka 4 allows no token or JWKS URL it is not told of
+            cmd.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oidc.jwks_url}")
         cmd += ["-Djava.awt.headless=true", "-cp", kafka_classpath(self.settings.kafka_version), *args]
         return cmd
 
@@ -330,10 +397,12 @@ class LocalKafka:
         for _attempt in range(3):  # a free port can be taken between probing and binding
             self.port, self.controller_port = _free_port(), _free_port()
             if self.settings.secured:
-                self.sasl_port, self.ssl_port = _free_port(), _free_port()
+                self.sasl_port, self.ssl_port, self.oidc_port = _free_port(), _free_port(), _free_port()
                 if self.pki is None:
                     self.pki = Pki(self.workdir / "pki")
                     self.pki.issue("broker", KEYSTORE_PASSWORD, server=True)
+                if self.oidc is None:  # before the broker: it reads the JWKS at start
+                    self.oidc = OidcServer(self.workdir / "oidc").start()
             if self.data_dir.exists():
                 shutil.rmtree(self.data_dir)
             server, log4j = self._write_configs()
@@ -462,6 +531,9 @@ class LocalKafka:
     def cleanup(self) -> None:
         """Stop and remove the work directory (if this object created it)."""
         self.stop()
+        if self.oidc is not None:
+            self.oidc.stop()
+            self.oidc = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

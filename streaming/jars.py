@@ -95,7 +95,8 @@ def localfs_jar(spark_version: str | None = None) -> str:
 
 def driver_client_jars(version: str | None = None) -> list[str]:
     """The driver's Kafka clients: our bridge jar (jvm/bridge) first, then kafka-clients ``version``
-    -- the jars of the class loader `streaming.cluster.jvm` opens them in."""
+    and what it needs beyond Spark's jars (jose4j) -- the jars of the class loader
+    `streaming.cluster.jvm` opens them in."""
     version = version or kafka_clients_version()
     folder = _complete_dir(f"clients-{version}", f"make jars KAFKA_CLIENTS_VERSION={version}")
     bridge = folder / "coordinator-mirror-kafka.jar"
@@ -103,7 +104,8 @@ def driver_client_jars(version: str | None = None) -> list[str]:
     for jar in (bridge, clients):
         if not jar.is_file():
             raise MissingArtifactsError(f"{folder} holds no {jar.name}; run `make jars`")
-    return [str(bridge), str(clients)]
+    others = sorted(str(p) for p in folder.glob("*.jar") if p not in (bridge, clients))
+    return [str(bridge), str(clients), *others]
 
 
 def probe_classpath(version: str | None = None) -> str:

@@ -14,7 +14,7 @@ import os
 import re
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -390,6 +390,15 @@ class Settings(BaseSettings):
             return {}
         return dict(self.kafka_options)
 
+    def kafka_jvm_properties(self) -> dict[str, str]:
+        """JVM system properties the Kafka clients of ``kafka_options`` / ``output_kafka_options``
+        need (`OAUTH_ALLOWED_URLS`), unless ``spark_conf`` sets them itself."""
+        urls = oauth_urls(self.kafka_options, self.output_kafka_options)
+        given = " ".join(v for k, v in self.spark_conf.items() if k.endswith("extraJavaOptions"))
+        if not urls or f"-D{OAUTH_ALLOWED_URLS}=" in given:
+            return {}
+        return {OAUTH_ALLOWED_URLS: ",".join(urls)}
+
     def redacted(self) -> dict[str, Any]:
         """The settings as logged or echoed: every secret-looking entry of every map hidden."""
         data: dict[str, Any] = redact(self.model_dump(mode="json"))
@@ -405,6 +414,19 @@ class Settings(BaseSettings):
                     out.append(value)
                     out += re.findall(r'(?:password|token|secret)\w*\s*=\s*"([^"]*)"', value, re.I)
         return out
+
+
+#: The JVM system property that lets Kafka's clients fetch OAUTHBEARER tokens and keys from a URL:
+#: since Kafka 4.0 (and 3.9.1, CVE-2025-27817) a client refuses a token endpoint not listed in it
+#: ("The URL cannot be accessed due to restrictions").  The URLs of the mirror's own options are
+#: its operator's, so the mirror lists exactly those in the JVMs it runs clients in (`kafka_jvm_properties`).
+OAUTH_ALLOWED_URLS: Final = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+OAUTH_URL_OPTIONS: Final = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwks.endpoint.url")
+
+
+def oauth_urls(*option_maps: dict[str, str]) -> list[str]:
+    """The token and JWKS endpoint URLs named in these Kafka client options (sorted, unique)."""
+    return sorted({m[k] for m in option_maps for k in OAUTH_URL_OPTIONS if m.get(k)})
 
 
 #: the maps whose entries may hold secrets (Kafka client options, Spark and Hadoop settings)

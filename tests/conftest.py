@@ -71,6 +71,23 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Itera
 
 
 @pytest.fixture(scope="session")
+def driver_jvm() -> Iterator[Any]:
+    """A JVM with the driver's Kafka clients (`streaming.cluster.jvm.Jvm.launch`, as `capture` starts
+    one) for tests of the cluster room that need no Spark."""
+    require(shutil.which("java") is not None, "java 17+ on PATH")
+    from streaming.cluster.jvm import Jvm
+    from streaming.jars import MissingArtifactsError, driver_client_jars
+
+    try:
+        driver_client_jars()
+    except MissingArtifactsError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    jvm = Jvm.launch()
+    yield jvm
+    jvm.close()
+
+
+@pytest.fixture(scope="session")
 def lab(kafka: Any) -> Iterator[Any]:
     from lab.lab import Lab
 

@@ -38,6 +38,7 @@ from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 from py4j.protocol import Py4JError, Py4JJavaError
 
 from streaming.jars import MissingArtifactsError, driver_client_jars
+from streaming.settings import OAUTH_ALLOWED_URLS, oauth_urls
 
 ISOLATION: Final = "io.github.coordinatormirror.kafka.Isolation"
 CLUSTER_READS: Final = "io.github.coordinatormirror.kafka.ClusterReads"
@@ -124,6 +125,8 @@ class Jvm:
         self._stderr = stderr
         self._isolation: Any = None
         self._lock = threading.Lock()
+        #: the OAUTHBEARER URLs this object allowed in the JVM (`_allow_urls`)
+        self._allowed: set[str] = set()
 
     @classmethod
     def attach(cls, gateway: Any) -> Jvm:
@@ -159,6 +162,7 @@ class Jvm:
     def open(self, class_name: str, options: Mapping[str, str], timeout_s: float) -> Remote:
         """A new ``class_name`` of the bridge with ``options`` (Java client options, verbatim)."""
         jars = driver_client_jars()
+        self._allow_urls(dict(options))
         props = self.gateway.jvm.java.util.HashMap()
         for key, value in options.items():
             props.put(str(key), str(value))
@@ -167,6 +171,21 @@ class Jvm:
         except Py4JJavaError as exc:
             raise _chain(exc) from None
         return Remote(obj)
+
+    def _allow_urls(self, options: dict[str, str]) -> None:
+        """List the options' OAUTHBEARER token and JWKS URLs in the JVM's `OAUTH_ALLOWED_URLS`
+        (Kafka 4 refuses any other): the operator configured them.  A value set by someone else
+        (``-D`` in ``spark_conf``'s extraJavaOptions) is theirs and left as it is."""
+        urls = set(oauth_urls(options))
+        if not urls or urls <= self._allowed:
+            return
+        system = self.gateway.jvm.java.lang.System
+        with self._lock:
+            current = system.getProperty(OAUTH_ALLOWED_URLS)
+            if current is not None and set(str(current).split(",")) != self._allowed:
+                return
+            self._allowed |= urls
+            system.setProperty(OAUTH_ALLOWED_URLS, ",".join(sorted(self._allowed)))
 
     def _isolated(self, bridge_jar: str) -> Any:
         with self._lock:

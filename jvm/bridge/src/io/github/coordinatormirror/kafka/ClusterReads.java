@@ -81,6 +81,11 @@ public final class ClusterReads {
     }
   }
 
+  /** The version of the kafka-clients this object runs on (the bridge's own, not the JVM's). */
+  public String clientVersion() {
+    return org.apache.kafka.common.utils.AppInfoParser.getVersion();
+  }
+
   /** DescribeCluster's cluster id. */
   public String clusterId() throws Exception {
     return Context.of(this, () ->

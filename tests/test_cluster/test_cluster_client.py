@@ -1,0 +1,97 @@
+"""The driver's reads of the session broker through Kafka's Admin client (`ClusterClient`,
+`OffsetReader`): what the coordinators list, log offsets, topic ids in Kafka's own text form."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from typing import Any
+
+import pytest
+
+from streaming.cluster.groups import ClusterClient
+from streaming.cluster.offsets import OffsetReader
+
+pytestmark = [pytest.mark.broker]
+
+
+@pytest.fixture(scope="module")
+def client(driver_jvm: Any, kafka: Any) -> Any:
+    c = ClusterClient(driver_jvm, kafka.bootstrap, {"max.poll.records": "7"})  # a consumer option: ignored
+    yield c
+    c.close()
+
+
+def kafka_groups_list(bootstrap: str) -> dict[str, str]:
+    """Kafka's own listing (``kafka-groups.sh --list`` of the broker's version): group -> type."""
+    from streaming.jars import kafka_classpath
+
+    out = subprocess.run(
+        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.GroupsCommand",
+         "--bootstrap-server", bootstrap, "--list"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+    return {r[0]: r[1].lower() for r in rows}
+
+
+def test_list_groups_is_what_the_coordinators_keep_every_type(client: Any, lab: Any, scenarios: Any) -> None:
+    """Every group type the 4.x coordinator keeps -- classic, consumer (KIP-848), share, streams --
+    exactly as Kafka's own tool lists them; a group with offsets only is a classic group in state
+    empty.  (librdkafka 2.16's ListGroups, which the mirror used before, leaves share and streams
+    groups out.)"""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import NewTopic
+
+    group = f"offsets-only-{uuid.uuid4().hex[:8]}"
+    for fut in lab.admin.create_topics([NewTopic(group, 1, 1)]).values():
+        fut.result(30)
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(group, 0, 7)])
+    for fut in lab.admin.alter_consumer_group_offsets([req]).values():
+        fut.result(30)
+
+    listing = client.list_groups()
+    assert listing.complete
+    assert {g: kind for g, (kind, _state) in listing.groups.items()} == kafka_groups_list(lab.bootstrap)
+    assert listing.groups[group] == ("classic", "empty")
+    kinds = {listing.groups[g][0] for r in scenarios.values() for g in r.groups if g in listing.groups}
+    assert {"classic", "consumer", "share", "streams"} <= kinds
+
+
+def test_topic_ids_are_kafkas_text_form(client: Any, lab: Any) -> None:
+    """Uuid.toString(): URL-safe base64 without padding, the form the coordinator's records carry
+    (the decoders write KIP-848 assignments' ids the same way)."""
+    topic = lab.topic("ids", partitions=2, messages_per_partition=1)
+    described = client.describe_topic(topic)
+    assert described is not None and described[1:] == (2, 0)
+    ids = client.topic_ids([topic, "no-such-topic"])
+    assert ids == {topic: described[0], "no-such-topic": None}
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", described[0])
+
+
+def test_partition_offsets_and_a_lag_round(client: Any, lab: Any) -> None:
+    topic = lab.topic("offsets", partitions=3, messages_per_partition=4)
+    starts, ends = client.partition_offsets(topic)
+    assert starts == {0: 0, 1: 0, 2: 0} and ends == {0: 4, 1: 4, 2: 4}
+    reader = OffsetReader(client)
+    r = reader.read([(topic, 0), (topic, 2), ("gone-topic", 0)], subscribed=["gone-too"])
+    assert r.error is None and not r.denied_topics
+    assert {tp: (e.earliest, e.high_watermark, e.stable) for tp, e in r.partitions.items()} == {
+        (topic, 0): (0, 4, 4),
+        (topic, 2): (0, 4, 4),
+    }
+    assert r.missing_topics == {"gone-topic", "gone-too"}
+    assert topic in r.topic_names.values()
+
+
+def test_ensure_topic_creates_once_compacted(client: Any, lab: Any) -> None:
+    name = f"out-{uuid.uuid4().hex[:8]}"
+    assert client.ensure_topic(name, compacted=True) is True
+    assert client.ensure_topic(name, compacted=True) is False
+    from confluent_kafka.admin import ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    config = lab.admin.describe_configs([res])[res].result(30)
+    assert config["cleanup.policy"].value == "compact"
+    assert client.delete_retention_ms(name) == int(config["delete.retention.ms"].value)

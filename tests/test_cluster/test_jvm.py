@@ -1,0 +1,110 @@
+"""The driver's Kafka client in a JVM (`streaming.cluster.jvm`): kafka-clients 4.x beside Spark's
+3.9 in one JVM, the bridge's byte frames both ways, Java failures as `KafkaCallError` and the
+one-line errors made of them."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+
+from streaming.cluster.jvm import CLUSTER_READS, FrameReader, KafkaCallError, frame_partitions, frame_strings
+from streaming.jars import kafka_clients_version
+
+#: names over the whole range a topic or group name can take on the wire: empty, separators the
+#: frames must not rely on, multi-byte UTF-8, a surrogate pair, and long
+ODD_NAMES = ["", "a\tb", "line\nbreak", "  ", "ünïcødé-Ω", "emoji-\U0001f600", "x" * 40_000, "é" * 20_000]
+
+
+def test_frames_round_trip_in_python() -> None:
+    r = FrameReader(frame_strings(ODD_NAMES))
+    assert list(r.strings()) == ODD_NAMES
+    raw = frame_partitions({"t": [0, 7, 2**31 - 1], "": [], "ü": [3]})
+    r = FrameReader(raw)
+    assert (r.text(), r.i32(), r.i32(), r.i32(), r.i32()) == ("t", 3, 0, 7, 2**31 - 1)
+    assert (r.text(), r.i32(), r.text(), r.i32(), r.i32()) == ("", 0, "ü", 1, 3)
+    assert r.pos == len(raw)
+    nulls = FrameReader(struct.pack(">i", -1) + struct.pack(">q", -5) + struct.pack(">h", 29))
+    assert (nulls.text(), nulls.i64(), nulls.i16()) == (None, -5, 29)
+
+
+@pytest.mark.broker
+def test_frames_cross_to_java_and_back(driver_jvm: Any, kafka: Any) -> None:
+    """Names Java reads from our frames come back the same (topics that do not exist: no id)."""
+    reads = driver_jvm.open(CLUSTER_READS, {"bootstrap.servers": kafka.bootstrap}, 30)
+    try:
+        answer = FrameReader(reads.call("topicIds", frame_strings(ODD_NAMES)))
+        assert answer.i32() == len(ODD_NAMES)
+        back = [(answer.text(), answer.text()) for _ in ODD_NAMES]
+        assert back == [(n, None) for n in ODD_NAMES]
+    finally:
+        reads.close()
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+def test_the_clients_are_4x_beside_sparks_3x_in_one_jvm(spark: Any, kafka: Any) -> None:
+    """Spark's connector keeps its kafka-clients (it cannot run on 4.x); the bridge's class loader
+    runs the driver's reads on kafka-clients 4.x in the same JVM."""
+    from streaming.cluster.jvm import Jvm
+
+    jvm = Jvm.attach(spark.sparkContext._gateway)
+    reads = jvm.open(CLUSTER_READS, {"bootstrap.servers": kafka.bootstrap}, 30)
+    try:
+        sparks = str(spark._jvm.org.apache.kafka.common.utils.AppInfoParser.getVersion())
+        ours = str(reads.call("clientVersion"))
+        assert ours == kafka_clients_version() and ours.startswith("4.")
+        assert sparks.startswith("3.") and sparks != ours
+        assert reads.call("clusterId")  # and it talks to the broker from inside Spark's JVM
+    finally:
+        reads.close()
+
+
+@pytest.mark.broker  # a JVM with the resolved jars
+def test_a_bad_option_is_a_kafka_call_error_naming_it(driver_jvm: Any) -> None:
+    from streaming.app.errors import EXIT_CONFIG, client_options_error
+
+    options = {"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": "soon", "sasl.jaas.config": "x"}
+    with pytest.raises(KafkaCallError) as info:
+        driver_jvm.open(CLUSTER_READS, options, 5)
+    assert info.value.has("ConfigException")
+    err = client_options_error("kafka_options", info.value, options)
+    assert err.exit_code == EXIT_CONFIG
+    assert err.message.startswith("kafka_options: request.timeout.ms: invalid value soon")
+
+
+@pytest.mark.broker  # a JVM with the resolved jars
+def test_a_class_not_on_the_class_path_is_named(driver_jvm: Any) -> None:
+    from streaming.app.errors import EXIT_CONFIG, client_options_error
+
+    options = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "AWS_MSK_IAM",
+        "sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+        "sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+    }
+    with pytest.raises(KafkaCallError) as info:
+        driver_jvm.open(CLUSTER_READS, options, 5)
+    err = client_options_error("kafka_options", info.value, options)
+    assert err.exit_code == EXIT_CONFIG
+    assert "sasl.client.callback.handler.class" in err.message
+    assert "software.amazon.msk.auth.iam.IAMClientCallbackHandler is not on the class path" in err.message
+
+
+@pytest.mark.broker  # a JVM with the resolved jars
+def test_an_unreachable_cluster_is_an_error_not_an_empty_answer(driver_jvm: Any) -> None:
+    """ListGroups that no broker answered raises (the reconciliation counts an error round): never
+    an empty list that would make every mirrored group look deleted."""
+    from streaming.cluster.groups import BrokerUnreachableError, ClusterClient
+
+    c = ClusterClient(driver_jvm, "127.0.0.1:1", {}, timeout_s=2)
+    try:
+        with pytest.raises(KafkaCallError) as info:
+            c.list_groups()
+        assert info.value.has("TimeoutException")
+        with pytest.raises(BrokerUnreachableError, match="no broker answered DescribeCluster within 2s"):
+            c.cluster_id()
+    finally:
+        c.close()
