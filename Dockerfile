@@ -50,6 +50,22 @@ RUN mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
     && jar cf /out/jars/localfs-${SPARK_VERSION}/coordinator-mirror-localfs.jar -C /build/localfs . \
     && touch /out/jars/localfs-${SPARK_VERSION}/.complete
 
+# The driver's Kafka clients (streaming/cluster/jvm.py; `make jars` builds the same): kafka-clients
+# 4.x and jose4j beside the connector's 3.9, and our bridge to them (jvm/bridge) compiled against it.
+ARG KAFKA_CLIENTS_VERSION=4.3.1
+ARG JOSE4J_VERSION=0.9.6
+COPY jvm/bridge/src jvm/bridge/src
+RUN mkdir -p /out/jars/clients-${KAFKA_CLIENTS_VERSION} /build/bridge \
+    && for a in org.apache.kafka:kafka-clients:${KAFKA_CLIENTS_VERSION} org.bitbucket.b_c:jose4j:${JOSE4J_VERSION}; do \
+        mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+            -Dartifact="$a" -DoutputDirectory=/out/jars/clients-${KAFKA_CLIENTS_VERSION} || exit 1; \
+    done \
+    && javac --release 17 -nowarn -d /build/bridge \
+        -cp /out/jars/clients-${KAFKA_CLIENTS_VERSION}/kafka-clients-${KAFKA_CLIENTS_VERSION}.jar \
+        jvm/bridge/src/io/github/coordinatormirror/kafka/*.java \
+    && jar cf /out/jars/clients-${KAFKA_CLIENTS_VERSION}/coordinator-mirror-kafka.jar -C /build/bridge . \
+    && touch /out/jars/clients-${KAFKA_CLIENTS_VERSION}/.complete
+
 # -- The Python environment: the project and pyspark in a virtualenv ----------------------------
 FROM ${PYTHON_IMAGE} AS venv
 ARG SPARK_VERSION=4.2.0

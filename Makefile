@@ -18,6 +18,9 @@ KAFKA_CLIENTS_VERSION ?= 4.3.1
 # jose4j: kafka-clients' OAUTHBEARER login handler parses the token endpoint's JWTs with it, but
 # its pom does not declare it (Kafka's distribution ships it in libs/: 0.9.6 with 4.3.1)
 JOSE4J_VERSION ?= 0.9.6
+# A vendor's Kafka client plugin, for the test that kafka_plugin_jars reach every client (the
+# tests cannot reach AWS; the broker refuses the mechanism, which proves the plugin loaded)
+MSK_IAM_VERSION ?= 2.3.2
 # Must equal a spark-sql-kafka-0-10 release that Maven Central serves with all of its runtime
 # dependencies; 4.2.0 is the newest 4.x for which it serves spark-token-provider-kafka-0-10 too
 # (4.3.0: neither spark-sql-kafka-0-10 nor spark-token-provider-kafka-0-10).
@@ -32,6 +35,7 @@ SPARK_STAMP     := $(JARS_DIR)/spark-kafka-$(SPARK_VERSION)/.complete
 PROBE_STAMP     := $(JARS_DIR)/tools-$(KAFKA_VERSION)/.complete
 LOCALFS_STAMP   := $(JARS_DIR)/localfs-$(SPARK_VERSION)/.complete
 CLIENTS_STAMP   := $(JARS_DIR)/clients-$(KAFKA_CLIENTS_VERSION)/.complete
+PLUGINS_STAMP   := $(JARS_DIR)/test-plugins/.complete-$(MSK_IAM_VERSION)
 VENV_STAMP      := $(VENV)/.installed-$(SPARK_VERSION)
 
 export COORDINATOR_MIRROR_JARS := $(abspath $(JARS_DIR))
@@ -59,7 +63,7 @@ $(VENV_STAMP): pyproject.toml lab/pyproject.toml
 	@touch $@
 
 .PHONY: jars
-jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) $(CLIENTS_STAMP) ## resolve the Kafka brokers, Spark's Kafka connector and the driver's kafka-clients from Maven Central; build jvm/localfs and jvm/bridge
+jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) $(CLIENTS_STAMP) $(PLUGINS_STAMP) ## resolve the Kafka brokers, Spark's Kafka connector and the driver's kafka-clients from Maven Central; build jvm/localfs and jvm/bridge
 
 $(JARS_DIR)/kafka-%/.complete: jvm/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -106,6 +110,13 @@ $(JARS_DIR)/clients-%/.complete: $(BRIDGE_SRC)
 	    -cp $(JARS_DIR)/clients-$*/kafka-clients-$*.jar $(BRIDGE_SRC)
 	jar cf $(JARS_DIR)/clients-$*/coordinator-mirror-kafka.jar -C $(JARS_DIR)/clients-$*/classes .
 	@rm -rf $(JARS_DIR)/clients-$*/classes
+	@touch $@
+
+$(PLUGINS_STAMP):
+	@rm -rf $(JARS_DIR)/test-plugins
+	$(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+	    -Dartifact=software.amazon.msk:aws-msk-iam-auth:$(MSK_IAM_VERSION):jar:all \
+	    -DoutputDirectory=$(abspath $(JARS_DIR))/test-plugins
 	@touch $@
 
 # Our Java helpers (jvm/tools/src): GroupProbe reads group state back through Kafka's own

@@ -65,8 +65,15 @@ class Settings(BaseSettings):
     bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers (source=kafka)")
     kafka_options: dict[str, str] = Field(
         default_factory=dict,
-        description="Kafka client options passed verbatim to Spark's Kafka source as kafka.<key> "
-        "(SASL/SSL: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+        description="Kafka (Java) client options, verbatim, for every client of the mirror: Spark's Kafka "
+        "source (as kafka.<key>), the driver's reads, the output topics' default, capture (SASL/SSL: "
+        "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+    )
+    kafka_plugin_jars: list[str] = Field(
+        default_factory=list,
+        description="jars of Kafka client plugins the options name -- login modules, callback handlers, "
+        "config providers (e.g. aws-msk-iam-auth-<v>-all.jar for AWS_MSK_IAM) -- for Spark's source and "
+        "the driver's clients alike",
     )
     capture_path: Path | None = Field(None, description="capture file to replay (source=capture)")
     topic: str = Field("__consumer_offsets", description="the coordinator's topic (renaming it is unusual)")
@@ -390,6 +397,27 @@ class Settings(BaseSettings):
             return {}
         return dict(self.kafka_options)
 
+    def check_client_files(self) -> None:
+        """The key and trust store files the Kafka client options name exist and are readable:
+        a `SettingsError` naming the setting and the option otherwise, before anything starts.
+        (A start-up check, not validation: the chart validates settings where the files are not.)
+        A location given by a config provider (``${file:...}``) is the provider's to resolve."""
+        for family in ("kafka_options", "output_kafka_options"):
+            for key in STORE_LOCATION_OPTIONS:
+                value = getattr(self, family).get(key)
+                if not value or "${" in value:
+                    continue
+                path = Path(value)
+                if not path.is_file():
+                    raise SettingsError(f"{family}: {key}: {value}: no such file")
+                if not os.access(path, os.R_OK):
+                    raise SettingsError(f"{family}: {key}: {value}: not readable by this user")
+        for jar in self.kafka_plugin_jars:
+            if not Path(jar).is_file():
+                raise SettingsError(f"kafka_plugin_jars: {jar}: no such file")
+            if not os.access(jar, os.R_OK):
+                raise SettingsError(f"kafka_plugin_jars: {jar}: not readable by this user")
+
     def kafka_jvm_properties(self) -> dict[str, str]:
         """JVM system properties the Kafka clients of ``kafka_options`` / ``output_kafka_options``
         need (`OAUTH_ALLOWED_URLS`), unless ``spark_conf`` sets them itself."""
@@ -415,6 +443,9 @@ class Settings(BaseSettings):
                     out += re.findall(r'(?:password|token|secret)\w*\s*=\s*"([^"]*)"', value, re.I)
         return out
 
+
+#: Kafka client options that name a key or trust store file (`Settings.check_client_files`)
+STORE_LOCATION_OPTIONS: Final = ("ssl.truststore.location", "ssl.keystore.location")
 
 #: The JVM system property that lets Kafka's clients fetch OAUTHBEARER tokens and keys from a URL:
 #: since Kafka 4.0 (and 3.9.1, CVE-2025-27817) a client refuses a token endpoint not listed in it

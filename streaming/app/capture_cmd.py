@@ -95,6 +95,7 @@ def capture(
     kafka_version: str | None = None,
     timeout_s: float = 60.0,
     jvm: Jvm | None = None,
+    plugin_jars: list[str] | None = None,
 ) -> int:
     """Capture ``topic`` into ``out``; starts a JVM for Kafka's client unless ``jvm`` is given."""
     header = CaptureHeader(
@@ -103,10 +104,21 @@ def capture(
         isolation_level=isolation_level,
         captured_at_ms=int(time.time() * 1000),
     )
-    records = iter_topic(
-        bootstrap, topic=topic, isolation_level=isolation_level, options=options, timeout_s=timeout_s, jvm=jvm
-    )
-    return write_capture(out, header, records)
+    own = jvm is None
+    jvm = jvm or Jvm.launch(plugin_jars=plugin_jars or ())
+    try:
+        records = iter_topic(
+            bootstrap,
+            topic=topic,
+            isolation_level=isolation_level,
+            options=options,
+            timeout_s=timeout_s,
+            jvm=jvm,
+        )
+        return write_capture(out, header, records)
+    finally:
+        if own:
+            jvm.close()
 
 
 def register(
@@ -144,6 +156,14 @@ def register(
         "with them as given (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, "
         "ssl.keystore.* of any type, config providers ...)",
     )
+    p.add_argument(
+        "--kafka-plugin-jars",
+        action="append",
+        default=[],
+        metavar="JAR",
+        help="a jar of Kafka client plugins the options name (login module, callback handler, config "
+        "provider), as for `run` (repeatable)",
+    )
     p.add_argument("--timeout", type=float, default=60.0, help="seconds without progress before failing")
     handlers["capture"] = _run
 
@@ -157,7 +177,9 @@ def _run(args: argparse.Namespace) -> int:
             args.config,
             bootstrap_servers=args.bootstrap_servers,
             kafka_options={**base.kafka_options, **dict(args.kafka_options)},
+            kafka_plugin_jars=args.kafka_plugin_jars or base.kafka_plugin_jars,
         )
+        settings.check_client_files()
     except SettingsError as exc:
         print(f"coordinator-mirror capture: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -171,6 +193,7 @@ def _run(args: argparse.Namespace) -> int:
             isolation_level=args.isolation_level,
             options=options,
             timeout_s=args.timeout,
+            plugin_jars=settings.kafka_plugin_jars,
         )
     except (KafkaCallError, TopicMissingError, TimeoutError, MissingArtifactsError) as exc:
         found = (

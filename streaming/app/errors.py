@@ -156,7 +156,7 @@ _INVALID_VALUE: Final = re.compile(
     r"Invalid value (?P<value>.*?) for configuration (?P<name>[\w.]+)(?P<rest>.*)"
 )
 _MISSING_CLASS: Final = re.compile(
-    r"Class (?P<cls>[\w.$]+) cannot be found|ClassNotFoundException: (?P<cls2>[\w.$]+)"
+    r"Class (?P<cls>[\w.$]+) (?:cannot|could not) be found|ClassNotFoundException: (?P<cls2>[\w.$]+)"
 )
 _REFUSED: Final = re.compile(
     r"ConfigException|KafkaException: Failed to construct|Failed to create new KafkaAdminClient"
@@ -197,11 +197,6 @@ def client_options_error(
             f"{scrub(first_line(text[m.start() :]), secrets)}",
             EXIT_CONFIG,
         )
-    m = _INVALID_VALUE.search(text)
-    if m:
-        value = "***" if is_secret(m.group("name")) else m.group("value")
-        rest = scrub(m.group("rest").splitlines()[0] if m.group("rest") else "", secrets)
-        return StartupError(f"{setting}: {m.group('name')}: invalid value {value}{rest}", EXIT_CONFIG)
     m = _MISSING_CLASS.search(text)
     if m:
         cls = m.group("cls") or m.group("cls2")
@@ -211,6 +206,11 @@ def client_options_error(
             "(a login module or callback handler from another jar: add the jar to spark_jars)",
             EXIT_CONFIG,
         )
+    m = _INVALID_VALUE.search(text)
+    if m:
+        value = "***" if is_secret(m.group("name")) else m.group("value")
+        rest = scrub(m.group("rest").splitlines()[0] if m.group("rest") else "", secrets)
+        return StartupError(f"{setting}: {m.group('name')}: invalid value {value}{rest}", EXIT_CONFIG)
     if _REFUSED.search(text) and classify_security(exc, secrets=secrets) is None:
         return StartupError(
             f"{setting}: Kafka's client refused the options: {scrub(_innermost(text), secrets)}",

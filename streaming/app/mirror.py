@@ -158,14 +158,25 @@ class Mirror:
         targets, state recovery and the query; HTTP and the supervisor (restarts, checks,
         reconciliation) either way.  Raises `StartupError` for what a user must fix."""
         s = self.settings
+        s.check_client_files()  # a missing key store stops here, before Spark
         if self.spark is None:
             conf = {
                 "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
                 "spark.ui.enabled": "false",
                 **s.spark_conf,
             }
+            # what the Kafka clients of Spark's source need of their JVMs (the OAUTHBEARER token
+            # endpoint allowed), on executors started elsewhere too
+            flags = " ".join(f"-D{k}={v}" for k, v in s.kafka_jvm_properties().items())
+            for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+                if flags:
+                    conf[key] = f"{conf[key]} {flags}" if conf.get(key) else flags
             self.spark = build_session(
-                master=s.spark_master, jars=s.spark_jars, packages=s.spark_packages, conf=conf
+                master=s.spark_master,
+                jars=s.spark_jars,
+                packages=s.spark_packages,
+                conf=conf,
+                plugin_jars=s.kafka_plugin_jars,
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
@@ -176,7 +187,7 @@ class Mirror:
             # the driver's Kafka client: Kafka's Java Admin in the Spark driver's JVM, with
             # kafka_options verbatim (`streaming.cluster.jvm`); a bad option or an unreadable key
             # store stops here, naming the option
-            self.jvm = Jvm.attach(self.spark.sparkContext._gateway)
+            self.jvm = Jvm.attach(self.spark.sparkContext._gateway, s.kafka_plugin_jars)
             self.cluster = self._open_cluster(s.bootstrap_servers, s.kafka_options, "kafka_options")
             if s.lag_enabled:
                 self.offset_reader = OffsetReader(self.cluster)
@@ -370,7 +381,7 @@ class Mirror:
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
         if self.jvm is None:
-            self.jvm = Jvm.attach(self.spark.sparkContext._gateway)
+            self.jvm = Jvm.attach(self.spark.sparkContext._gateway, s.kafka_plugin_jars)
         options = s.output_options()
         setting = "output_kafka_options" if s.output_kafka_options else "kafka_options"
         client = self._open_cluster(bootstrap, options, setting)
@@ -783,10 +794,22 @@ class Mirror:
         assert self.cluster is not None
         status = self.store.status
         try:
-            listing = self.cluster.list_groups()
+            complete = self.cluster.may_list_every_group()
+            listing = self.cluster.list_groups() if complete else None
         except Exception as exc:
             status.reconcile_rounds["error"] = status.reconcile_rounds.get("error", 0) + 1
             log.warning("reconciliation: ListGroups failed: %s", first_line(str(exc)))
+            return False
+        if listing is None:
+            # the coordinators would leave out every group the principal may not Describe, and
+            # those would look deleted: no round rather than a wrong one
+            if not status.reconcile_rounds.get("not_authorized"):
+                log.warning(
+                    "reconciliation is off: the mirror's principal may not Describe the cluster, so "
+                    "ListGroups would leave out the groups it may not Describe -- grant Cluster "
+                    "Describe (docs: Security, ACLs) or set reconcile_interval_s=0"
+                )
+            status.reconcile_rounds["not_authorized"] = status.reconcile_rounds.get("not_authorized", 0) + 1
             return False
         if not listing.complete:
             status.reconcile_rounds["error"] = status.reconcile_rounds.get("error", 0) + 1

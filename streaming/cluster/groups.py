@@ -167,6 +167,12 @@ class ClusterClient:
                 out[name] = tid
         return out
 
+    def may_list_every_group(self) -> bool:
+        """Whether ListGroups answers every group: the broker lists only the groups the principal
+        may Describe, silently, unless it may Describe the cluster (or no authorizer runs)."""
+        ops = self._reads.call("clusterOperations")
+        return ops is None or bool({"DESCRIBE", "ALTER", "ALL"} & set(str(ops).split(",")))
+
     def list_groups(self) -> GroupListing:
         """The coordinators' groups (Admin ListGroups, Kafka 4.x: every group type)."""
         answer = FrameReader(self._reads.call("listGroups"))

@@ -119,8 +119,18 @@ class Remote:
 class Jvm:
     """A JVM with kafka-clients 4.x reachable (see the module docstring)."""
 
-    def __init__(self, gateway: Any, *, owned: bool = False, stderr: collections.deque[str] | None = None):
+    def __init__(
+        self,
+        gateway: Any,
+        *,
+        owned: bool = False,
+        stderr: collections.deque[str] | None = None,
+        plugin_jars: Sequence[str] = (),
+    ) -> None:
         self.gateway = gateway
+        #: jars of Kafka client plugins (login modules, callback handlers, config providers): loaded
+        #: with the clients, so that they link to the same kafka-clients
+        self.plugin_jars = list(plugin_jars)
         self._owned = owned
         self._stderr = stderr
         self._isolation: Any = None
@@ -129,12 +139,12 @@ class Jvm:
         self._allowed: set[str] = set()
 
     @classmethod
-    def attach(cls, gateway: Any) -> Jvm:
+    def attach(cls, gateway: Any, plugin_jars: Sequence[str] = ()) -> Jvm:
         """The JVM behind an existing py4j gateway (the Spark driver's: ``SparkContext._gateway``)."""
-        return cls(gateway)
+        return cls(gateway, plugin_jars=plugin_jars)
 
     @classmethod
-    def launch(cls, heap: str = "512m") -> Jvm:
+    def launch(cls, heap: str = "512m", plugin_jars: Sequence[str] = ()) -> Jvm:
         """Start a JVM for the client alone (it ends with this process: py4j's die-on-exit)."""
         home = os.environ.get("JAVA_HOME")
         java = (shutil.which("java", path=os.path.join(home, "bin")) if home else None) or shutil.which(
@@ -157,11 +167,11 @@ class Jvm:
             redirect_stderr=stderr,
         )
         params = GatewayParameters(port=port, auth_token=token, auto_convert=True)
-        return cls(JavaGateway(gateway_parameters=params), owned=True, stderr=stderr)
+        return cls(JavaGateway(gateway_parameters=params), owned=True, stderr=stderr, plugin_jars=plugin_jars)
 
     def open(self, class_name: str, options: Mapping[str, str], timeout_s: float) -> Remote:
         """A new ``class_name`` of the bridge with ``options`` (Java client options, verbatim)."""
-        jars = driver_client_jars()
+        jars = [*driver_client_jars(), *self.plugin_jars]
         self._allow_urls(dict(options))
         props = self.gateway.jvm.java.util.HashMap()
         for key, value in options.items():

@@ -434,6 +434,15 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="reconciliation",
     ),
     _m(
+        "coordinator_mirror_reconcile_rounds_total",
+        "counter",
+        "Reconciliation rounds (the mirrored groups against the coordinators' ListGroups), by outcome: "
+        "ok, error (ListGroups failed or a coordinator was still loading), not_authorized (the "
+        "principal may not Describe the cluster, so ListGroups would leave groups out: no round).",
+        "outcome",
+        source="reconciliation",
+    ),
+    _m(
         "coordinator_mirror_drift_suspected_total",
         "counter",
         "Starts at which records may have been removed while the mirror was not reading, by reason "

@@ -446,6 +446,10 @@ class MirrorMetrics:
             ((c, side), len(status.mismatches.get(side, ())))
             for side in ("missing_in_coordinator", "missing_in_mirror")
         ]
+        out["coordinator_mirror_reconcile_rounds_total"] = [
+            ((c, outcome), status.reconcile_rounds.get(outcome, 0))
+            for outcome in ("ok", "error", "not_authorized")
+        ]
         out["coordinator_mirror_drift_suspected_total"] = [
             ((c, reason), status.drift_suspected.get(reason, 0)) for reason in ("log_start", "downtime")
         ]

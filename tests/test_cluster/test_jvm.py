@@ -95,15 +95,15 @@ def test_a_class_not_on_the_class_path_is_named(driver_jvm: Any) -> None:
 
 @pytest.mark.broker  # a JVM with the resolved jars
 def test_an_unreachable_cluster_is_an_error_not_an_empty_answer(driver_jvm: Any) -> None:
-    """ListGroups that no broker answered raises (the reconciliation counts an error round): never
-    an empty list that would make every mirrored group look deleted."""
+    """ListGroups that no broker answered is a partial answer (the reconciliation skips the round):
+    never an empty list that would make every mirrored group look deleted."""
     from streaming.cluster.groups import BrokerUnreachableError, ClusterClient
 
     c = ClusterClient(driver_jvm, "127.0.0.1:1", {}, timeout_s=2)
     try:
-        with pytest.raises(KafkaCallError) as info:
-            c.list_groups()
-        assert info.value.has("TimeoutException")
+        listing = c.list_groups()
+        assert not listing.complete and listing.groups == {}
+        assert "Failed to find brokers" in listing.errors[0]
         with pytest.raises(BrokerUnreachableError, match="no broker answered DescribeCluster within 2s"):
             c.cluster_id()
     finally:

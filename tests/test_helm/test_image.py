@@ -208,7 +208,7 @@ def test_the_image_builds_our_local_file_system_as_make_jars_does(tmp_path: Path
         check=True,
     ).stdout.split()
     assert "io/github/coordinatormirror/fs/NoForkLocalFileSystem$Fs.class" in listing
-    from streaming.pipeline import jars
+    from streaming import jars
 
     os.environ["COORDINATOR_MIRROR_JARS"], saved = (
         str(tmp_path / "out" / "jars"),
@@ -223,6 +223,49 @@ def test_the_image_builds_our_local_file_system_as_make_jars_does(tmp_path: Path
             del os.environ["COORDINATOR_MIRROR_JARS"]
         else:
             os.environ["COORDINATOR_MIRROR_JARS"] = saved
+
+
+def test_the_image_builds_the_driver_clients_as_make_jars_does(tmp_path: Path) -> None:
+    """The jars stage's driver-clients step (kafka-clients, jose4j, jvm/bridge), run for real: the
+    same versions as the Makefile's, the jars where streaming/jars.py looks."""
+    assert _arg_default("KAFKA_CLIENTS_VERSION") == _makefile_var("KAFKA_CLIENTS_VERSION")
+    assert _arg_default("JOSE4J_VERSION") == _makefile_var("JOSE4J_VERSION")
+    [run] = [a for c, a in instructions() if c == "RUN" and "jvm/bridge" in a]
+    assert ("COPY", "jvm/bridge/src jvm/bridge/src") in instructions()
+    version = _arg_default("KAFKA_CLIENTS_VERSION")
+    script = (
+        run.replace("${KAFKA_CLIENTS_VERSION}", version)
+        .replace("${JOSE4J_VERSION}", _arg_default("JOSE4J_VERSION"))
+        .replace("/build/", f"{tmp_path}/build/")
+        .replace("/out/", f"{tmp_path}/out/")
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    from streaming import jars
+
+    os.environ["COORDINATOR_MIRROR_JARS"], saved = (
+        str(tmp_path / "out" / "jars"),
+        os.environ.get("COORDINATOR_MIRROR_JARS"),
+    )
+    try:
+        found = jars.driver_client_jars(version)
+    finally:
+        if saved is None:
+            del os.environ["COORDINATOR_MIRROR_JARS"]
+        else:
+            os.environ["COORDINATOR_MIRROR_JARS"] = saved
+    folder = tmp_path / "out" / "jars" / f"clients-{version}"
+    assert found == [
+        str(folder / "coordinator-mirror-kafka.jar"),
+        str(folder / f"kafka-clients-{version}.jar"),
+        str(folder / f"jose4j-{_arg_default('JOSE4J_VERSION')}.jar"),
+    ]
+    listing = subprocess.run(
+        ["jar", "tf", found[0]], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "io/github/coordinatormirror/kafka/Isolation$ChildFirst.class" in listing
 
 
 # ------------------------------------------------------------------------------ image <-> chart

@@ -58,6 +58,53 @@ def test_redaction_masks_every_family_and_source(tmp_path: Path, monkeypatch: py
     assert {"env-2", "flag-3", "flag-5"} <= set(s.secret_values())
 
 
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("ssl.keystore.password", True),
+        ("ssl.truststore.password", True),
+        ("ssl.key.password", True),
+        ("ssl.keystore.key", True),  # a PEM private key itself
+        ("sasl.jaas.config", True),
+        ("sasl.oauthbearer.client.credentials.client.secret", True),
+        ("sasl.oauthbearer.assertion.private.key.passphrase", True),
+        ("spark.hadoop.fs.s3a.access.key", True),
+        ("spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net", True),
+        ("spark.executorEnv.AWS_SECRET_ACCESS_KEY", True),
+        # what a person debugging a setup needs to see
+        ("ssl.keystore.type", False),
+        ("ssl.keystore.location", False),
+        ("ssl.truststore.type", False),
+        ("ssl.truststore.location", False),
+        ("ssl.truststore.certificates", False),
+        ("ssl.keystore.certificate.chain", False),
+        ("ssl.keymanager.algorithm", False),
+        ("sasl.oauthbearer.token.endpoint.url", False),
+        ("sasl.login.callback.handler.class", False),
+        ("sasl.mechanism", False),
+        ("spark.hadoop.google.cloud.auth.service.account.json.keyfile", False),
+    ],
+)
+def test_secret_names(name: str, secret: bool) -> None:
+    from streaming.settings import is_secret
+
+    assert is_secret(name) is secret
+    assert is_secret(name.upper()) is secret
+
+
+def test_logged_settings_show_store_types_and_places(tmp_path: Path) -> None:
+    from streaming.settings import load_settings
+
+    s = load_settings(
+        bootstrap_servers="b:9093",
+        kafka_options={"ssl.keystore.type": "JKS", "ssl.keystore.location": "/etc/k/mirror.jks",
+                       "ssl.keystore.password": "ks-Pass-77", "ssl.key.password": "key-Pass-78"},
+    )  # fmt: skip
+    shown = s.redacted()["kafka_options"]
+    assert shown["ssl.keystore.type"] == "JKS" and shown["ssl.keystore.location"] == "/etc/k/mirror.jks"
+    assert shown["ssl.keystore.password"] == shown["ssl.key.password"] == "***"
+
+
 def test_output_cluster_never_inherits_credentials_silently() -> None:
     from streaming.settings import SettingsError, load_settings
 

@@ -22,12 +22,8 @@ from tests.test_security.conftest import Acl, Security, readme_acls
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 PASSWORD = "Scram-Pass-7f3b9c"
-#: README: capture reads with librdkafka, which looks its group's coordinator up (FindCoordinator)
-#: even though it assigns partitions and commits nothing
-CAPTURE_ACLS = [
-    Acl("Topic", "__consumer_offsets", "Read"),
-    Acl("Group", "coordinator-mirror-capture", "Describe"),
-]
+#: capture reads with Kafka's consumer, partitions assigned, no group: the topic's Read alone
+CAPTURE_ACLS = [Acl("Topic", "__consumer_offsets", "Read")]
 
 
 def _settings(kafka: Any, tmp: Path, listener: str, user: str, password: str = "", **extra: Any) -> Any:
@@ -45,9 +41,13 @@ def _settings(kafka: Any, tmp: Path, listener: str, user: str, password: str = "
     )
 
 
-def _serve(settings: Any, spark: Any, until_ready_s: float = 240.0) -> tuple[int, Any]:
-    """`run`'s serve() in a thread on the test session; stops once the mirror is ready (or failed).
-    Returns (exit code, the mirror that ran)."""
+def _live(m: Any) -> bool:
+    return bool(m.store.readiness.ready and m.store.last_batch.batch_id >= 1)
+
+
+def _serve(settings: Any, spark: Any, until_ready_s: float = 240.0, done: Any = _live) -> tuple[int, Any]:
+    """`run`'s serve() in a thread on the test session; stops once ``done(mirror)`` (by default: the
+    mirror is live) or it failed.  Returns (exit code, the mirror that ran)."""
     from streaming.app.run_cmd import serve
 
     stop = threading.Event()
@@ -60,7 +60,7 @@ def _serve(settings: Any, spark: Any, until_ready_s: float = 240.0) -> tuple[int
         deadline = time.monotonic() + until_ready_s
         while not stop.is_set() and time.monotonic() < deadline:
             m = box.get("mirror")
-            if m is not None and m.store.readiness.ready and m.store.last_batch.batch_id >= 1:
+            if m is not None and done(m):
                 break
             time.sleep(0.5)
         stop.set()
@@ -98,14 +98,30 @@ def test_mirror_runs_with_exactly_the_readme_acls(
     security.grant(user, readme_acls(*outputs))
     before = {t: security.count_records(t) for t in outputs}
     settings = _settings(
-        kafka, tmp_path, listener, user, PASSWORD, events_topic=outputs[0], offsets_topic=outputs[1]
-    )
-    code, mirror = _serve(settings, spark)
+        kafka, tmp_path, listener, user, PASSWORD, events_topic=outputs[0], offsets_topic=outputs[1],
+        lag_interval_s=1.0, reconcile_interval_s=1.0,
+    )  # fmt: skip
+
+    def live_lag_round_and_reconcile_attempt(m: Any) -> bool:
+        return _live(m) and m.lag.rounds >= 2 and bool(m.store.status.reconcile_rounds)
+
+    code, mirror = _serve(settings, spark, done=live_lag_round_and_reconcile_attempt)
     assert code == 0
     assert mirror is not None and mirror.store.readiness.ready
     assert len(mirror.store) > 10  # the scenario groups, read over the secured listener
     after = {t: security.count_records(t) for t in outputs}
     assert all(after[t] > before[t] for t in outputs), (before, after)
+    # the optional features without their ACLs say so -- never a silent null or a wrong answer
+    group = scenarios["classic_range"].group.group_id
+    status, body = mirror._lag_route(f"/groups/{group}/lag")
+    assert status == 200 and set(body["denied_topics"]) == set(scenarios["classic_range"].topics), body
+    assert all(p["end_offset"] is None for p in body["partitions"])
+    exposition = mirror.metrics_exposition()[0].decode()
+    assert f'coordinator_mirror_topic_not_authorized{{cluster_name="default",group="{group}"' in exposition
+    assert mirror.store.status.reconcile_rounds == {
+        "not_authorized": mirror.store.status.reconcile_rounds["not_authorized"]
+    }
+    assert not mirror.store.gone  # no group taken for deleted because ListGroups could not see it
 
 
 @pytest.mark.parametrize("missing", range(4))
@@ -142,6 +158,34 @@ def test_wrong_password_fails_in_one_line(
     assert code == 5, err
     assert "authentication failed" in err and "Traceback" not in err
     assert "Wrong-Pass-91d2" not in err
+
+
+@pytest.mark.parametrize("case", ["wrong store password", "missing store"])
+def test_a_key_store_kafka_cannot_open_names_the_option(
+    case: str, *, kafka: Any, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and one line naming the option, for run and capture alike; no secret printed."""
+
+    settings = _settings(kafka, tmp_path, "SSL", "mirror-tls-store")
+    options = {**kafka.client_options("SSL", "mirror-tls-store", keystore="JKS", truststore="JKS")}
+    if case == "wrong store password":
+        options["ssl.truststore.password"] = "Not-The-Store-Pass-4"
+        expected = "kafka_options: ssl.truststore.password: Kafka's client cannot open"
+    else:
+        options["ssl.keystore.location"] = str(tmp_path / "nowhere" / "mirror.jks")
+        expected = (
+            f"kafka_options: ssl.keystore.location: {tmp_path / 'nowhere' / 'mirror.jks'}: no such file"
+        )
+    code, _ = _serve(settings.model_copy(update={"kafka_options": options}), spark)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("coordinator-mirror:")]
+    assert expected in line and "Traceback" not in err and "Not-The-Store-Pass-4" not in err
+    code, _, _ = _capture(kafka, tmp_path, "SSL", options)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("coordinator-mirror capture:")]
+    assert expected in line and "Not-The-Store-Pass-4" not in err
 
 
 def test_untrusted_client_certificate_fails_in_one_line(

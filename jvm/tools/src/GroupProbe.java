@@ -292,7 +292,9 @@ public final class GroupProbe {
         try (KafkaStreams app = new KafkaStreams(builder.build(), props)) {
             app.start();
             long deadline = System.currentTimeMillis() + seconds * 1000L;
-            while (System.currentTimeMillis() < deadline) {
+            // the Python side that started us: once it is gone, nobody will ever send 'q'
+            ProcessHandle parent = ProcessHandle.current().parent().orElse(null);
+            while (System.currentTimeMillis() < deadline && (parent == null || parent.isAlive())) {
                 if (System.in.available() > 0 && System.in.read() == 'q') break;
                 Thread.sleep(100);
             }

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
@@ -31,7 +32,9 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.internals.Topic;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.protocol.Errors;
 
@@ -69,15 +72,23 @@ public final class ClusterReads {
     return out;
   }
 
-  static <T> T get(KafkaFuture<T> future) throws Exception {
+  /**
+   * The future's value, or its failure's cause; never waits forever: the Admin client's own
+   * timeout ends every call, and this one (a little later) guards against a future it never
+   * completes.
+   */
+  <T> T get(KafkaFuture<T> future) throws Exception {
     try {
-      return future.get();
+      return future.get(timeoutMs + 5_000L, TimeUnit.MILLISECONDS);
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof Exception) {
         throw (Exception) cause;
       }
       throw e;
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new org.apache.kafka.common.errors.TimeoutException(
+          "no answer within " + (timeoutMs + 5_000L) + " ms");
     }
   }
 
@@ -90,6 +101,26 @@ public final class ClusterReads {
   public String clusterId() throws Exception {
     return Context.of(this, () ->
         get(admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs)).clusterId()));
+  }
+
+  /**
+   * The operations the principal may perform on the cluster resource (comma-separated ACL
+   * operation names), or null when the cluster runs no authorizer (everything is allowed).
+   */
+  public String clusterOperations() throws Exception {
+    return Context.of(this, () -> {
+      java.util.Set<org.apache.kafka.common.acl.AclOperation> ops = get(admin.describeCluster(
+          new DescribeClusterOptions().includeAuthorizedOperations(true).timeoutMs(timeoutMs))
+          .authorizedOperations());
+      if (ops == null) {
+        return null;
+      }
+      StringBuilder out = new StringBuilder();
+      for (org.apache.kafka.common.acl.AclOperation op : ops) {
+        out.append(out.length() == 0 ? "" : ",").append(op.name());
+      }
+      return out.toString();
+    });
   }
 
   /**
@@ -172,17 +203,26 @@ public final class ClusterReads {
       Frames.Reader in = new Frames.Reader(request);
       int n = in.i32();
       List<String> names = new ArrayList<>(n);
+      List<String> valid = new ArrayList<>(n);
       for (int i = 0; i < n; i++) {
-        names.add(in.str());
+        String name = in.str();
+        names.add(name);
+        try {
+          Topic.validate(name); // no topic can have another name: nothing to ask the cluster
+          valid.add(name);
+        } catch (InvalidTopicException e) {
+          // answered null below
+        }
       }
-      Map<String, KafkaFuture<TopicDescription>> futures = names.isEmpty()
+      Map<String, KafkaFuture<TopicDescription>> futures = valid.isEmpty()
           ? Map.of()
-          : admin.describeTopics(names, new DescribeTopicsOptions().timeoutMs(timeoutMs)).topicNameValues();
+          : admin.describeTopics(valid, new DescribeTopicsOptions().timeoutMs(timeoutMs)).topicNameValues();
       Frames f = new Frames().i32(n);
       for (String name : names) {
         String id = null;
         try {
-          Uuid uuid = get(futures.get(name)).topicId();
+          KafkaFuture<TopicDescription> future = futures.get(name);
+          Uuid uuid = future == null ? null : get(future).topicId();
           id = uuid == null ? null : uuid.toString();
         } catch (Exception e) {
           // deleted in between, or not ours to describe: no name for this id this round
