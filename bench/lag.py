@@ -163,6 +163,8 @@ def broker_round(n_partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from lab.broker import BrokerSettings, LocalKafka
+    from streaming.cluster.groups import ClusterClient
+    from streaming.cluster.jvm import Jvm
     from streaming.cluster.offsets import OffsetReader
 
     workdir = Path(tempfile.mkdtemp(prefix="cm-bench-lag-"))
@@ -174,7 +176,8 @@ def broker_round(n_partitions: int) -> None:
             f.result(120)
         time.sleep(2)
         wanted = [(t, p) for t in topics for p in range(50)]
-        reader = OffsetReader(broker.bootstrap)
+        jvm = Jvm.launch()
+        reader = OffsetReader(ClusterClient(jvm, broker.bootstrap, {}))
         deadline = time.monotonic() + 120  # metadata and topic ids described; every leader ready
         while len(reader.read(wanted).partitions) < len(wanted) and time.monotonic() < deadline:
             time.sleep(1)
@@ -188,6 +191,7 @@ def broker_round(n_partitions: int) -> None:
             f"{r.requests} requests (metadata + 3 ListOffsets; DescribeTopics on refresh), "
             f"{len(r.partitions)} partitions read"
         )
+        jvm.close()
     finally:
         broker.stop()
 

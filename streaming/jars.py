@@ -14,6 +14,7 @@ a half-finished download is never mistaken for a usable classpath.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from pathlib import Path
 
@@ -69,12 +70,14 @@ def kafka_classpath(version: str | None = None) -> str:
     return str(kafka_dir(version) / "*")
 
 
+def pyspark_version() -> str:
+    """The installed pyspark's version, read from its metadata (importing pyspark is not needed)."""
+    return importlib.metadata.version("pyspark")
+
+
 def spark_kafka_jars(spark_version: str | None = None) -> list[str]:
     """The connector jars for ``spark_version`` (default: the installed pyspark's version)."""
-    if spark_version is None:
-        import pyspark
-
-        spark_version = pyspark.__version__
+    spark_version = spark_version or pyspark_version()
     folder = _complete_dir(f"spark-kafka-{spark_version}", f"make jars SPARK_VERSION={spark_version}")
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     connector = [j for j in jars if Path(j).name.startswith("spark-sql-kafka-0-10_")]
@@ -85,10 +88,7 @@ def spark_kafka_jars(spark_version: str | None = None) -> list[str]:
 
 def localfs_jar(spark_version: str | None = None) -> str:
     """Our Hadoop local file system (jvm/localfs), built against ``spark_version``'s Hadoop API."""
-    if spark_version is None:
-        import pyspark
-
-        spark_version = pyspark.__version__
+    spark_version = spark_version or pyspark_version()
     folder = _complete_dir(f"localfs-{spark_version}", f"make jars SPARK_VERSION={spark_version}")
     return str(folder / "coordinator-mirror-localfs.jar")
 

@@ -81,7 +81,8 @@ class Security:
 
         out = []
         for acl in acls:
-            rtype = ResourceType[acl.resource.upper()]
+            # Kafka's "Cluster" resource is librdkafka's BROKER type (named kafka-cluster)
+            rtype = ResourceType["BROKER" if acl.resource == "Cluster" else acl.resource.upper()]
             name = "kafka-cluster" if rtype == ResourceType.BROKER else acl.name
             out.append(
                 AclBinding(
