@@ -30,6 +30,7 @@ import os
 import shutil
 import struct
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +44,10 @@ from streaming.settings import OAUTH_ALLOWED_URLS, oauth_urls
 ISOLATION: Final = "io.github.coordinatormirror.kafka.Isolation"
 CLUSTER_READS: Final = "io.github.coordinatormirror.kafka.ClusterReads"
 TOPIC_DUMP: Final = "io.github.coordinatormirror.kafka.TopicDump"
+_ISOLATION_LOCK = threading.Lock()
+#: per py4j gateway (one JVM): its ``Isolation`` and the OAUTHBEARER URLs allowed in it.  Not
+#: attributes of the gateway: py4j reads an unknown attribute as a Java entry-point member.
+_PER_JVM: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 #: what kafka-clients needs of a JVM started for it, taken from Spark's jars (the same versions the
 #: Spark driver gives it): py4j's gateway, slf4j (no provider: the client's log lines are dropped;
@@ -133,10 +138,6 @@ class Jvm:
         self.plugin_jars = list(plugin_jars)
         self._owned = owned
         self._stderr = stderr
-        self._isolation: Any = None
-        self._lock = threading.Lock()
-        #: the OAUTHBEARER URLs this object allowed in the JVM (`_allow_urls`)
-        self._allowed: set[str] = set()
 
     @classmethod
     def attach(cls, gateway: Any, plugin_jars: Sequence[str] = ()) -> Jvm:
@@ -187,28 +188,40 @@ class Jvm:
         (Kafka 4 refuses any other): the operator configured them.  A value set by someone else
         (``-D`` in ``spark_conf``'s extraJavaOptions) is theirs and left as it is."""
         urls = set(oauth_urls(options))
-        if not urls or urls <= self._allowed:
+        if not urls:
             return
-        system = self.gateway.jvm.java.lang.System
-        with self._lock:
-            current = system.getProperty(OAUTH_ALLOWED_URLS)
-            if current is not None and set(str(current).split(",")) != self._allowed:
+        gw = self.gateway
+        system = gw.jvm.java.lang.System
+        with _ISOLATION_LOCK:  # what every `Jvm` of this gateway allowed so far
+            state = _PER_JVM.setdefault(gw, {})
+            allowed: set[str] = state.get("allowed_urls", set())
+            if urls <= allowed:
                 return
-            self._allowed |= urls
-            system.setProperty(OAUTH_ALLOWED_URLS, ",".join(sorted(self._allowed)))
+            current = system.getProperty(OAUTH_ALLOWED_URLS)
+            if current is not None and set(str(current).split(",")) != allowed:
+                return
+            allowed = allowed | urls
+            state["allowed_urls"] = allowed
+            system.setProperty(OAUTH_ALLOWED_URLS, ",".join(sorted(allowed)))
 
     def _isolated(self, bridge_jar: str) -> Any:
-        with self._lock:
-            if self._isolation is None:
-                gw = self.gateway
+        """The JVM's one ``Isolation`` (kept per gateway: every `Jvm` of that gateway shares it --
+        py4j caches reflected methods by class name, so a second copy of the bridge's classes in
+        one JVM would be called through the first one's methods)."""
+        gw = self.gateway
+        with _ISOLATION_LOCK:
+            state = _PER_JVM.setdefault(gw, {})
+            found = state.get("isolation")
+            if found is None:
                 jvm = gw.jvm
                 urls = gw.new_array(jvm.java.net.URL, 1)
                 urls[0] = jvm.java.io.File(bridge_jar).toURI().toURL()
                 parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
                 loader = jvm.java.net.URLClassLoader(urls, parent)
                 ctor = loader.loadClass(ISOLATION).getConstructor(gw.new_array(jvm.java.lang.Class, 0))
-                self._isolation = ctor.newInstance(gw.new_array(jvm.java.lang.Object, 0))
-            return self._isolation
+                found = ctor.newInstance(gw.new_array(jvm.java.lang.Object, 0))
+                state["isolation"] = found
+            return found
 
     def stderr_tail(self, n: int = 5) -> str:
         """The newest lines the JVM printed (a launched JVM only)."""

@@ -1,7 +1,6 @@
 package io.github.coordinatormirror.kafka;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.lang.reflect.InvocationTargetException;
 import java.net.URL;
 import java.net.URLClassLoader;
@@ -24,12 +23,12 @@ import java.util.Map;
  * JDK, slf4j (log lines reach the host's logging), Jackson (OAUTHBEARER's token endpoint answers)
  * and the compression codecs (JNI libraries load once per JVM).
  *
- * <p>Python creates one instance through a plain {@link URLClassLoader} over the bridge jar and
- * calls {@link #open}: the returned object is a public class of this package, called through py4j
- * by reflection.
+ * <p>Python creates one instance per JVM through a plain {@link URLClassLoader} over the bridge
+ * jar and calls {@link #open}: the returned object is a public class of this package, called
+ * through py4j by reflection.
  */
 public final class Isolation {
-  private final Map<List<String>, ClassLoader> loaders = Collections.synchronizedMap(new java.util.HashMap<>());
+  private ChildFirst loader;
 
   public Isolation() {}
 
@@ -38,10 +37,14 @@ public final class Isolation {
    * loaded from {@code jars}, constructed with the calling thread's context class loader set to
    * that loader: Kafka loads the classes named in its configuration (login modules, callback
    * handlers, config providers) through the context loader, so they must come from the same jars.
+   *
+   * <p>One loader per JVM, whatever jars later calls add (a plugin jar is appended): py4j caches
+   * reflected methods by class <em>name</em>, so two loaders' {@code ClusterReads} in one JVM
+   * would be called through each other's methods.
    */
   public Object open(List<String> jars, String className, Map<String, String> props, long timeoutMs)
       throws Exception {
-    ClassLoader loader = loaders.computeIfAbsent(List.copyOf(jars), Isolation::childFirst);
+    ClassLoader loader = loader(jars);
     return Context.call(loader, () -> {
       try {
         return loader.loadClass(className)
@@ -58,16 +61,18 @@ public final class Isolation {
     });
   }
 
-  private static ClassLoader childFirst(List<String> jars) {
-    URL[] urls = new URL[jars.size()];
-    for (int i = 0; i < urls.length; i++) {
-      try {
-        urls[i] = Path.of(jars.get(i)).toUri().toURL();
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
+  private synchronized ClassLoader loader(List<String> jars) throws IOException {
+    if (loader == null) {
+      loader = new ChildFirst(new URL[0], Thread.currentThread().getContextClassLoader());
+    }
+    List<URL> have = List.of(loader.getURLs());
+    for (String jar : jars) {
+      URL url = Path.of(jar).toUri().toURL();
+      if (!have.contains(url)) {
+        loader.add(url);
       }
     }
-    return new ChildFirst(urls, Thread.currentThread().getContextClassLoader());
+    return loader;
   }
 
   /** Its own jars first, then the parent: the jars hold only Kafka's clients and this bridge. */
@@ -78,6 +83,10 @@ public final class Isolation {
 
     ChildFirst(URL[] urls, ClassLoader parent) {
       super(urls, parent);
+    }
+
+    void add(URL url) {
+      addURL(url);
     }
 
     @Override
