@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -256,7 +256,8 @@ class LagTracker:
         self.version = 0
         #: topic id -> name: the log's and the cluster's (the cluster wins)
         self.topic_names: dict[str, str] = {}
-        self.listeners: list[Any] = []
+        #: called with every round applied (Burrow's ring of sampled ends), in the applying thread
+        self.listeners: list[Callable[[LogOffsets], object]] = []
         #: ids of groups deleted (tombstone, DeleteGroups, expiry) since, newest last, bounded: the
         #: reason of a 404 from ``GET /groups/{id}/lag``
         self.deleted: dict[str, None] = {}
@@ -341,6 +342,8 @@ class LagTracker:
             # partitions no longer wanted (or gone) drop their tables, as kafka-lag-exporter evicts
             for tp in [tp for tp in self.tables if tp not in r.partitions]:
                 del self.tables[tp]
+        for listener in self.listeners:
+            listener(r)
 
     def take_changes(self) -> tuple[set[TopicPartition], bool]:
         """What changed since the previous call (Burrow's incremental evaluation): the partitions
