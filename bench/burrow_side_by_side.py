@@ -285,9 +285,7 @@ def main() -> int:
                     if wm.get(part) == wb.get(part):
                         same += 1
                     else:
-                        print(
-                            f"#   {s.name} p{part} windows: burrow {wb.get(part)} mirror {wm.get(part)}"
-                        )
+                        print(f"#   {s.name} p{part} windows: burrow {wb.get(part)} mirror {wm.get(part)}")
             total = sum(s.partitions for s in scenarios)
             print(f"# windows of commits identical on {same}/{total} partitions")
         print(f"# wall time {time.monotonic() - started:.0f}s; logs in {workdir}")
