@@ -86,16 +86,22 @@ def commits_of(w: Window) -> list[Commit]:
 def rule1_lag_ever_zero(w: Window, allowed_lag: int = 0) -> bool:
     """Rule 1 -- the lag was zero (at most ``allowed_lag``) at some commit of the window: then the
     window is OK as far as Rules 4 and 5 go (Burrow's ``!isLagAlwaysNotZero``)."""
-    return any(0 <= lag <= allowed_lag for lag in w[LAG::STRIDE])
+    lags = w[LAG::STRIDE]
+    if allowed_lag == 0:
+        return 0 in lags  # (the common case, at C speed: the evaluation runs per partition and round)
+    return any(0 <= lag <= allowed_lag for lag in lags)
 
 
 def rule2_rewind_at(w: Window) -> int:
     """Rule 2 -- the index (in commits) of the first commit lower than the one before it, -1 when
     none (Burrow's ``checkIfOffsetsRewind``)."""
-    for i in range(STRIDE, len(w), STRIDE):
-        if w[i] < w[i - STRIDE]:
-            return i // STRIDE
-    return -1
+    offsets = list(w[OFFSET::STRIDE])
+    if offsets == sorted(offsets):
+        return -1  # never lower than the one before (the common case, at C speed)
+    for i in range(1, len(offsets)):
+        if offsets[i] < offsets[i - 1]:
+            return i
+    return -1  # pragma: no cover - unsorted means some offset is lower than the one before
 
 
 def rule2_recovered(w: Window, rewind_at: int) -> bool:
@@ -196,8 +202,10 @@ class SampledEnds:
         self.size = max(1, intervals)
         self.end_of = end_of
         self.rings: dict[tuple[str, int], array[int]] = {}
-        #: partitions whose ring of ends changed (or appeared, or left) since `take_changed`
-        self._changed: set[tuple[str, int]] = set()
+        #: since `take_changed`: partition -> the committed offsets ``[lo, hi)`` for which "caught
+        #: up recently" (``min(ring) <= newest commit``) flipped, or None: anything may differ (the
+        #: partition appeared or left)
+        self._changed: dict[tuple[str, int], tuple[int, int] | None] = {}
 
     def add_round(self, r: LogOffsets) -> None:
         read_ms = r.sampled_at_ms + int(r.round_seconds * 1000)
@@ -207,20 +215,25 @@ class SampledEnds:
             a = rings.get(tp)
             if a is None:
                 rings[tp] = array("q", (end, read_ms))
-                changed.add(tp)
+                changed[tp] = None
                 continue
-            if a[-2] != end:
-                changed.add(tp)
-            if len(a) >= width:
-                if a[0] != end:
-                    changed.add(tp)  # the ring's ends differ once the oldest is dropped
+            before = min(a[0::2])
+            full = len(a) >= width
+            if full:
                 del a[:2]
             a.append(end)
             a.append(read_ms)
+            after = min(a[0::2]) if full else min(before, end)
+            if after != before:
+                lo, hi = (after, before) if after < before else (before, after)
+                if tp not in changed:
+                    changed[tp] = (lo, hi)
+                elif (was := changed[tp]) is not None:
+                    changed[tp] = (min(was[0], lo), max(was[1], hi))
         if len(rings) > len(r.partitions):
             for tp in [tp for tp in rings if tp not in r.partitions]:
                 del rings[tp]
-                changed.add(tp)
+                changed[tp] = None
 
     def recent(self, tp: tuple[str, int]) -> Sequence[int]:
         """The partition's last ``intervals`` sampled ends, oldest first."""
@@ -239,8 +252,8 @@ class SampledEnds:
                 return a[i]
         return a[0]
 
-    def take_changed(self) -> set[tuple[str, int]]:
-        out, self._changed = self._changed, set()
+    def take_changed(self) -> dict[tuple[str, int], tuple[int, int] | None]:
+        out, self._changed = self._changed, {}
         return out
 
 
@@ -249,12 +262,10 @@ class CommitHistory:
     """Per group and partition, the last ``intervals`` commits, as flat ``array('q')``s
     (offset, timestamp, lag or -1, observed): 32 bytes a commit."""
 
-    def __init__(
-        self, intervals: int = 10, min_distance_s: float = 1.0, ends: SampledEnds | None = None
-    ) -> None:
+    def __init__(self, ends: SampledEnds, intervals: int = 10, min_distance_s: float = 1.0) -> None:
         self.intervals = intervals
         self.min_distance_ms = int(min_distance_s * 1000)
-        #: the ring a commit's lag is computed against (None: the latest round's end)
+        #: the ring a commit's lag is computed against
         self.ends = ends
         self._lock = threading.Lock()
         self._groups: dict[str, dict[tuple[str, int], array[int]]] = {}
@@ -268,13 +279,11 @@ class CommitHistory:
         now_ms: int | None = None,
     ) -> None:
         """The groups the sink applied: a commit newer than the window's newest is appended, with
-        its lag against the log end read before it (the ring `SampledEnds`; without one, the
-        latest round's end) -- unknown (-1) until the first round -- and the time it was observed
-        (``now_ms``, default the clock: Burrow's ``observedAt``)."""
+        its lag against the log end read before it (the ring `SampledEnds`) -- unknown (-1) until
+        the first round -- and the time it was observed (``now_ms``, default the clock: Burrow's
+        ``observedAt``)."""
         observed = int(time.time() * 1000) if now_ms is None else now_ms
-        ends = self.ends
-        r = tracker.round
-        parts = r.partitions if r is not None else {}
+        end_before = self.ends.end_before
         width = STRIDE * self.intervals
         with self._lock:
             for gid, view in changed:
@@ -292,11 +301,7 @@ class CommitHistory:
                     elif a[-STRIDE + OFFSET] == offset and a[-STRIDE + TIMESTAMP] == ts:
                         new[tp] = a
                         continue
-                    if ends is not None:
-                        end = ends.end_before(tp, ts)
-                    else:
-                        e = parts.get(tp)
-                        end = None if e is None else tracker.end_of(e)
+                    end = end_before(tp, ts)
                     lag = -1 if end is None else max(0, end - offset)
                     if len(a) and 0 <= ts - a[-STRIDE + TIMESTAMP] < self.min_distance_ms:
                         # Burrow's min-distance: replace the newest, keep its time
@@ -336,6 +341,21 @@ class CommitHistory:
             return set()
         with self._lock:
             return {gid for gid, g in self._groups.items() if not g.keys().isdisjoint(partitions)}
+
+    def newest_between(self, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> set[str]:
+        """The groups whose newest commit on one of the partitions of ``ranges`` lies in its
+        ``[lo, hi)``: those whose "caught up recently" flipped when the ring of ends moved."""
+        if not ranges:
+            return set()
+        out = set()
+        with self._lock:
+            for gid, g in self._groups.items():
+                for tp in g.keys() & ranges.keys():
+                    lo, hi = ranges[tp]
+                    if lo <= g[tp][-STRIDE + OFFSET] < hi:
+                        out.add(gid)
+                        break
+        return out
 
     def memory_entries(self) -> int:
         with self._lock:
@@ -555,7 +575,7 @@ class Burrow:
         #: Burrow's broker-offset ring, fed by every round the tracker applies
         self.ends = SampledEnds(intervals, tracker.end_of)
         tracker.listeners.append(self.ends.add_round)
-        self.history = CommitHistory(intervals, min_distance_s, self.ends)
+        self.history = CommitHistory(self.ends, intervals, min_distance_s)
         self.watcher = StatusWatcher()
         self.host = socket.gethostname()
         #: group -> re-evaluate once the time passes this (Rule 3 turns true), for the groups whose
@@ -594,9 +614,9 @@ class Burrow:
         sampled ends and the time (Rule 3); so a group is evaluated again when
 
         * it was recorded (its window, committed offsets or owners may differ), or deleted;
-        * one of its window's partitions changed end offset (current lag) or the ends in its ring
-          (Rule 3's "recently caught up": also when an old end drops out of the ring), or left the
-          round;
+        * one of its window's partitions changed end offset (current lag), or left the round;
+        * the lowest end in a partition's ring moved past its newest commit there (Rule 3's
+          "caught up recently" flipped: also when an old end drops out of the ring);
         * the time passed the moment Rule 3 turns true for one of its partitions with lag that is
           not STOP yet: newest commit + (newest - oldest commit time), in whole seconds;
         * topic names changed, the clock went back, or it is the first evaluation: every group.
@@ -605,7 +625,9 @@ class Burrow:
         (the driver sleeps there, so that a round over many changed groups does not take a whole
         core from the micro-batches in one go)."""
         changed, everything = self.tracker.take_changes()
-        changed |= self.ends.take_changed()
+        moved = self.ends.take_changed()
+        changed.update(tp for tp, flip in moved.items() if flip is None)
+        flips = {tp: flip for tp, flip in moved.items() if flip is not None and tp not in changed}
         dirty = self.history.take_dirty()
         last, self._last_now = self._last_now, now_ms
         if full or everything or last is None or now_ms < last:
@@ -613,7 +635,7 @@ class Burrow:
             removed: list[str] | None = None
         else:
             due = {gid for gid, at in self._recheck.items() if now_ms > at}
-            todo = sorted(dirty | due | self.history.touching(changed))
+            todo = sorted(dirty | due | self.history.touching(changed) | self.history.newest_between(flips))
             removed = []
         statuses: list[GroupStatus] = []
         busy_from = time.thread_time()

@@ -290,26 +290,53 @@ def test_lag_unknown_before_any_round() -> None:
 
 
 def test_the_ring_keeps_the_last_intervals_ends_uncompressed_and_says_when_they_change() -> None:
+    """The ring holds the last ``intervals`` ends, flat runs included, and reports for which
+    committed offsets "caught up recently" (``min(ring) <= newest commit``) flipped."""
     tracker, burrow = _burrow(intervals=3)
     ring = burrow.ends
     tp = ("t", 0)
     for k in range(3):
         _round(tracker, 1000 * k, {tp: 100})
-    assert list(ring.recent(tp)) == [100, 100, 100] and ring.take_changed() == {tp}  # new partition
+    assert list(ring.recent(tp)) == [100, 100, 100] and ring.take_changed() == {tp: None}  # new
     _round(tracker, 3000, {tp: 100})
-    assert ring.take_changed() == set()  # a flat ring stays the same
+    assert ring.take_changed() == {}  # a flat ring stays the same
     _round(tracker, 4000, {tp: 150})  # a burst
-    assert list(ring.recent(tp)) == [100, 100, 150] and ring.take_changed() == {tp}
+    assert list(ring.recent(tp)) == [100, 100, 150] and ring.take_changed() == {}  # min still 100
     _round(tracker, 5000, {tp: 150})
-    assert ring.take_changed() == {tp}  # an old end dropped out: "caught up recently" may differ
-    _round(tracker, 6000, {tp: 150})
-    assert list(ring.recent(tp)) == [150, 150, 150] and ring.take_changed() == {tp}
-    _round(tracker, 7000, {tp: 150})
-    assert ring.take_changed() == set()
-    # kafka-lag-exporter's table, by contrast, still remembers the old end (flat runs compressed)
+    assert ring.take_changed() == {}
+    _round(tracker, 6000, {tp: 150})  # the last 100 dropped out: commits in [100, 150) flip
+    assert list(ring.recent(tp)) == [150, 150, 150] and ring.take_changed() == {tp: (100, 150)}
+    _round(tracker, 7000, {tp: 90})  # the end went back (a re-created topic): [90, 150) flip
+    _round(tracker, 8000, {tp: 95})  # ranges of two rounds merge
+    assert ring.take_changed() == {tp: (90, 150)}
+    # kafka-lag-exporter's table, by contrast, keeps the old end (flat runs compressed)
     assert 100 in tracker.tables[tp].points[0::2]
-    _round(tracker, 8000, {})  # the partition leaves the round: it leaves the ring
-    assert list(ring.recent(tp)) == [] and ring.take_changed() == {tp}
+    _round(tracker, 9000, {})  # the partition leaves the round: it leaves the ring
+    assert list(ring.recent(tp)) == [] and ring.take_changed() == {tp: None}
+
+
+def test_only_the_groups_whose_verdict_can_flip_are_evaluated_when_the_ring_moves() -> None:
+    """A partition's ring moving past old ends re-evaluates the groups whose newest commit there
+    lies where "caught up recently" flipped -- not every group on the partition."""
+    tracker, burrow = _burrow(intervals=3)
+    tp = ("t", 0)
+    _round(tracker, 0, {tp: 100})
+    for gid, offset in (("behind", 120), ("caught-up", 200)):
+        log = Log()
+        log.commit(gid, "t", 0, offset, commit_ts=500)
+        g = fold(None, log.records, group_id=gid).group
+        assert g is not None
+        burrow.history.record(tracker.apply_groups([(gid, g)]), tracker)
+    burrow.evaluate_all(1000)
+    for k in range(2):  # the end moves once, then stays: the ring is [100, 200, 200]
+        _round(tracker, 2000 + 1000 * k, {tp: 200})
+        burrow.evaluate_all(2000 + 1000 * k)
+    assert burrow.watcher.partitions[("behind", "t", 0)] == b.OK  # stopped, but caught up recently
+    # the round where the 100 drops out: min 100 -> 200 flips commits in [100, 200)
+    _round(tracker, 4000, {tp: 200})
+    burrow.evaluate_all(4000)
+    assert burrow.last_evaluated == 1  # "behind" (120), not "caught-up" (200)
+    assert burrow.watcher.partitions[("behind", "t", 0)] == b.STOP
 
 
 def test_stopped_on_a_quiet_topic_through_the_tracker() -> None:
