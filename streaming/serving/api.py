@@ -328,7 +328,7 @@ def _openapi(request: Request) -> Response:
 
 
 def _burrow_admin(request: Request) -> Response:
-    """Burrow's liveness path (burrow_exporter's health check calls it): ``GOOD`` while serving."""
+    """Burrow's liveness path (what probes and load balancers set up for Burrow call): ``GOOD``."""
     return _send(request, 200, b"GOOD", "text/plain; charset=utf-8")
 
 

@@ -138,7 +138,7 @@ def test_burrow_paths_answer_burrow_envelopes(server: MirrorHTTPServer) -> None:
 
 def test_burrow_topic_and_admin_paths(server: MirrorHTTPServer) -> None:
     """Burrow's topic paths answer from the round's log ends (high watermark 2100 after
-    `FakeMirror.feed_lag`), its admin paths answer text as Burrow's do (burrow_exporter's checks)."""
+    `FakeMirror.feed_lag`), its admin paths answer text as Burrow's do."""
     status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic")
     topics = json.loads(body)["topics"]
     assert status == 200 and topics == sorted(f"{g}.t0" for g in WEIRD_IDS)
