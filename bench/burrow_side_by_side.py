@@ -249,7 +249,7 @@ def main() -> int:
                     raise TimeoutError(f"burrow does not know the topics:\n{burrow.log_tail()}")
                 time.sleep(0.5)
         mirror.wait_ready(300)
-        _warm_up(mirror, bootstrap, prefix, run.topic(scenarios[0]))
+        run.warm_up(mirror)
         print(
             f"# broker {bootstrap}, mirror {mirror.url}, burrow {burrow.url if burrow else '-'}; "
             f"interval {args.interval_s}s, tick {args.tick_s}s, {len(scenarios)} scenarios",
@@ -293,26 +293,6 @@ def main() -> int:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     return 0 if ok else 1
-
-
-def _warm_up(mirror: MirrorProcess, bootstrap: str, prefix: str, topic: str) -> None:
-    """A few commits of a group of its own through the mirror before the scenarios: the first
-    micro-batches after a start take seconds (planning, the state store), and commits a tick apart
-    that land in one batch reach the window as one (the newest)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    group = f"{prefix}-warm-up"
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    try:
-        for _ in range(5):
-            c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
-            time.sleep(1.0)
-    finally:
-        c.close()
-    deadline = time.monotonic() + 120
-    while mirror.group(group)[0] != 200 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    mirror.wait_batches(3, 120)
 
 
 def _tolerance(s: Scenario, interval_s: int) -> int:

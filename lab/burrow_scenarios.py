@@ -192,6 +192,23 @@ class ScenarioRun:
                     raise
         self._produce([(s, s.preload) for s in self.scenarios if s.preload])
 
+    def warm_up(self, mirror: Any) -> None:
+        """Commits of a group of its own through ``mirror`` (anything with ``wait_batches(n,
+        timeout_s)``) before the scenarios: the first micro-batches after a start take seconds, and
+        commits a tick apart that one batch applies reach the mirror's window as one (the newest)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": f"{self.prefix}-warm-up", "log_level": 0}
+        )
+        try:
+            for _ in range(5):
+                c.commit(offsets=[TopicPartition(self.topic(self.scenarios[0]), 0, 0)], asynchronous=False)
+                time.sleep(1.0)
+        finally:
+            c.close()
+        mirror.wait_batches(3, 120)
+
     def _produce(self, counts: Iterable[tuple[Scenario, int]]) -> None:
         from confluent_kafka import Producer
 

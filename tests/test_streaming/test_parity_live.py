@@ -60,7 +60,7 @@ def test_burrow_verdicts_on_the_real_broker(mirror: Any, kafka: Any, lab: Any) -
     url = mirror.http.url
     run = ScenarioRun(kafka.bootstrap, SCENARIOS, lab.name("parity"), TICK_S)
     run.setup()
-    _warm_up(mirror, kafka.bootstrap, lab.name("parity-warm-up"), run.topic(SCENARIOS[0]))
+    run.warm_up(mirror)
     seen: dict[tuple[str, int], list[tuple[int, str]]] = {}
 
     def on_tick(k: int) -> None:
@@ -113,21 +113,6 @@ def test_burrow_verdicts_on_the_real_broker(mirror: Any, kafka: Any, lab: Any) -
     for name in ("keeps-up", "idle"):
         steady = {v for k, v in seen[(name, 0)] if k >= STEADY_FROM}
         assert steady == {"OK"}, (name, seen[(name, 0)])
-
-
-def _warm_up(mirror: Any, bootstrap: str, group: str, topic: str) -> None:
-    """Commits of a group of its own through the mirror first: the first micro-batches after a
-    start take seconds, and commits a tick apart that one batch applies reach the window as one."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        for _ in range(5):
-            c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
-            time.sleep(1.0)
-    finally:
-        c.close()
-    mirror.wait_batches(3, 120)
 
 
 def _topic_id(admin: Any, topic: str) -> str | None:
