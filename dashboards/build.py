@@ -21,18 +21,22 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(HERE.parent))
 
+from dashboards.compat import rules_yaml as compat_rules_yaml  # noqa: E402
 from dashboards.grafana import to_json  # noqa: E402
 from dashboards.panels import DASHBOARDS  # noqa: E402
 from dashboards.rules import Thresholds, rules_yaml  # noqa: E402
 
 GRAFANA_DIR = HERE / "grafana"
 RULES_FILE = HERE / "prometheus" / "alerts.yaml"
+#: the peers' metric names as recording rules (dashboards/compat.py)
+COMPAT_RULES_FILE = HERE / "prometheus" / "compat-rules.yaml"
 
 
 def generated() -> dict[Path, str]:
     """Every generated file (path -> content) with the default thresholds."""
     out = {GRAFANA_DIR / name: to_json(build()) for name, build in DASHBOARDS.items()}
     out[RULES_FILE] = rules_yaml(Thresholds())
+    out[COMPAT_RULES_FILE] = compat_rules_yaml()
     return out
 
 

@@ -821,8 +821,14 @@ def health() -> dict[str, Any]:
         ),
         timeseries(
             "Partitions read per round",
-            [target(sel("coordinator_mirror_lag_partitions"), "partitions")],
-            "Topic-partitions whose log offsets the last round read.",
+            [
+                target(sel("coordinator_mirror_lag_partitions"), "partitions"),
+                target(
+                    sel("coordinator_mirror_topic_ids_unresolved"), "topic ids without a name: {{reason}}"
+                ),
+            ],
+            "Topic-partitions whose log offsets the last round read; topic ids shown as ids (unnamed: "
+            "no name known -- a deleted topic; malformed: a client's id not in Kafka's form).",
             w=8,
         ),
     ]

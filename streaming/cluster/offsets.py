@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Iterable
 
+from decoders.uuids import canonical_uuid
 from streaming.cluster.groups import TOPIC_AUTHORIZATION_FAILED, ClusterClient
 from streaming.cluster.jvm import KafkaCallError
 from streaming.serving.lag import LogOffsets, PartitionEnds
@@ -47,7 +48,9 @@ class OffsetReader:
             return 0
         for name, tid in self.client.topic_ids(names).items():
             if tid is not None:
-                self.names[tid] = name
+                # Kafka's text already (Uuid.toString()); canonical_uuid is the one place any
+                # client's other form would be converted
+                self.names[canonical_uuid(tid)] = name
             self._described.add(name)
         return 1
 

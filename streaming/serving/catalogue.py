@@ -359,6 +359,15 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         source="round denied topics",
     ),
     _l(
+        "coordinator_mirror_topic_ids_unresolved",
+        "Topic ids shown as ids because no name is known for them, by reason: unnamed (ids the "
+        "mirrored groups use that neither the log nor the cluster's metadata names -- a deleted "
+        "topic, or one not described yet), malformed (ids a Kafka client handed over in a form that "
+        "is not Kafka's and could not be converted).",
+        (CLUSTER, "reason"),
+        source="lag rows + round topic ids",
+    ),
+    _l(
         "coordinator_mirror_group_lag_slo_seconds",
         "The group's lag SLO in seconds (settings lag_slo_seconds / lag_slo_overrides), for the alert "
         "on kafka_consumergroup_group_max_lag_seconds.",
