@@ -46,19 +46,25 @@ class FakeMirror:
         self.burrow = Burrow(self.lag, settings.cluster_name, settings.burrow_intervals, 0)
         self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
 
-    def feed_lag(self, groups: Iterable[Group], deleted_topics: Iterable[str] = ()) -> None:
+    def feed_lag(
+        self, groups: Iterable[Group], deleted_topics: Iterable[str] = (), denied_topics: Iterable[str] = ()
+    ) -> None:
         """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
-        (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster)
-        and one evaluation: every lag family gets samples."""
+        (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster,
+        ``denied_topics`` not readable by the mirror's principal) and one evaluation: every lag
+        family gets samples."""
         views = self.lag.apply_groups((g.group_id, g) for g in groups)
         self.burrow.history.record(views, self.lag)
         gone = frozenset(deleted_topics)
-        wanted = sorted(tp for tp in self.lag.wanted() if tp[0] not in gone)
+        denied = frozenset(denied_topics)
+        wanted = sorted(tp for tp in self.lag.wanted() if tp[0] not in gone | denied)
         now_ms = int(time.time() * 1000)
         for k, at_ms in enumerate((now_ms - 10_000, now_ms)):
             end = 2000 + 100 * k
             parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
-            self.lag.apply_round(LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4))
+            self.lag.apply_round(
+                LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4, denied_topics=denied)
+            )
         self.burrow.evaluate_all(now_ms)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
