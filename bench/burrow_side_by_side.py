@@ -204,7 +204,7 @@ def main() -> int:
         bootstrap = args.bootstrap
         if bootstrap is None:
             from lab.broker import BrokerSettings, LocalKafka
-            from streaming.pipeline.jars import kafka_version
+            from streaming.jars import kafka_version
 
             broker = LocalKafka(BrokerSettings(kafka_version=kafka_version()), workdir / "kafka").start()
             stack.callback(broker.stop)

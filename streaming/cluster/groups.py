@@ -175,7 +175,12 @@ class ClusterClient:
 
     def list_groups(self) -> GroupListing:
         """The coordinators' groups (Admin ListGroups, Kafka 4.x: every group type)."""
-        answer = FrameReader(self._reads.call("listGroups"))
+        return self.list_groups_from(self._reads.call("listGroups"))
+
+    @staticmethod
+    def list_groups_from(raw: bytes) -> GroupListing:
+        """`list_groups`'s answer from the bridge's bytes."""
+        answer = FrameReader(raw)
         errors = tuple(e or "" for e in answer.strings())
         groups: dict[str, tuple[str, str]] = {}
         for _ in range(answer.i32()):
