@@ -13,6 +13,7 @@ complete).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -178,16 +179,11 @@ class ClusterClient:
         return self.list_groups_from(self._reads.call("listGroups"))
 
     @staticmethod
-    def list_groups_from(raw: bytes) -> GroupListing:
-        """`list_groups`'s answer from the bridge's bytes."""
-        answer = FrameReader(raw)
-        errors = tuple(e or "" for e in answer.strings())
-        groups: dict[str, tuple[str, str]] = {}
-        for _ in range(answer.i32()):
-            gid, kind, state, _protocol = answer.text(), answer.text(), answer.text(), answer.text()
-            if gid is not None:
-                groups[gid] = (kind or "unknown", state or "unknown")
-        return GroupListing(groups, errors)
+    def list_groups_from(raw: str) -> GroupListing:
+        """`list_groups`'s answer from the bridge's JSON."""
+        answer = json.loads(raw)
+        groups = {str(gid): (str(kind), str(state)) for gid, kind, state in answer["groups"]}
+        return GroupListing(groups, tuple(str(e) for e in answer["errors"]))
 
     def ensure_topic(self, name: str, *, compacted: bool, partitions: int = 3) -> bool:
         """Create ``name`` unless it exists (True: created); replication is the broker's default.

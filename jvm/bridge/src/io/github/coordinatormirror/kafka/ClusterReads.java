@@ -159,26 +159,33 @@ public final class ClusterReads {
 
   /**
    * ListGroups of every coordinator (4.x's {@code listGroups}: classic, consumer, share and streams
-   * groups): i32 error count, the errors' texts (a broker that did not answer, one still loading a
-   * coordinator partition), then i32 group count and per group its id, type, state and protocol type.
+   * groups), as JSON -- {@code {"errors": [text, ...], "groups": [[id, type, state], ...]}} -- which
+   * Python parses at C speed (100k groups: the per-field frames took 0.45 s to read in Python).
+   * Errors: a broker that did not answer, one still loading a coordinator partition.
    */
-  public byte[] listGroups() throws Exception {
+  public String listGroups() throws Exception {
     return Context.of(this, () -> {
       ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
       Collection<Throwable> errors = get(result.errors());
       Collection<GroupListing> groups = get(result.valid());
-      Frames f = new Frames().i32(errors.size());
+      StringBuilder out = new StringBuilder(64 + 48 * groups.size()).append("{\"errors\":[");
+      String sep = "";
       for (Throwable t : errors) {
-        f.str(t.getClass().getSimpleName() + ": " + t.getMessage());
+        out.append(sep);
+        Json.string(out, t.getClass().getSimpleName() + ": " + t.getMessage());
+        sep = ",";
       }
-      f.i32(groups.size());
+      out.append("],\"groups\":[");
+      sep = "";
       for (GroupListing g : groups) {
-        f.str(g.groupId())
-            .str(g.type().map(t -> t.name().toLowerCase()).orElse("unknown"))
-            .str(g.groupState().map(s -> s.name().toLowerCase()).orElse("unknown"))
-            .str(g.protocol());
+        out.append(sep).append('[');
+        Json.string(out, g.groupId());
+        out.append(",\"").append(g.type().map(t -> t.name().toLowerCase()).orElse("unknown"));
+        out.append("\",\"").append(g.groupState().map(st -> st.name().toLowerCase()).orElse("unknown"));
+        out.append("\"]");
+        sep = ",";
       }
-      return f.done();
+      return out.append("]}").toString();
     });
   }
 
