@@ -31,11 +31,17 @@ def test_committed_files_are_what_the_generator_writes() -> None:
 def test_check_mode_reports_a_stale_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "alerts.yaml"
     fake.write_text("groups: []\n")
+    for name in ("GRAFANA_DIR", "CHART_DASHBOARDS"):
+        monkeypatch.setattr(build, name, tmp_path / name)
+        (tmp_path / name).mkdir()
+    gone = tmp_path / "CHART_DASHBOARDS" / "retired.json"  # a dashboard no longer generated
+    gone.write_text("{}")
     monkeypatch.setattr(build, "RULES_FILE", fake)
     monkeypatch.setattr(build, "generated", lambda: {fake: "groups: [x]\n"})
     assert build.main(["--check"]) == 1
-    assert fake.read_text() == "groups: []\n"  # --check writes nothing
-    assert build.main([]) == 0 and fake.read_text() == "groups: [x]\n"
+    assert fake.read_text() == "groups: []\n" and gone.exists()  # --check writes nothing
+    assert build.main([]) == 0 and fake.read_text() == "groups: [x]\n" and not gone.exists()
+    assert build.main(["--check"]) == 0
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
