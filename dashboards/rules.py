@@ -215,6 +215,17 @@ def _window_seconds(duration: str) -> int:
     return int(sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration)))
 
 
+def thresholds_by_alert() -> dict[str, list[str]]:
+    """alert -> the thresholds its rule uses (the tokens the chart fills in for it)."""
+    names = [f.name for f in threshold_fields()]
+    used: dict[str, list[str]] = {}
+    for group in _groups(_Tokens()):
+        for rule in group["rules"]:
+            text = repr(rule)
+            used[rule["alert"]] = [n for n in names if f"__T_{n}__" in text or f"__S_{n}__" in text]
+    return used
+
+
 def runbook_anchor(alert: str) -> str:
     """The anchor of an alert's section in docs/runbooks.md (its heading is the alert's name)."""
     return alert.lower()

@@ -262,6 +262,11 @@ class Settings(BaseSettings):
         None, description="spark.jars.packages coordinates instead of local jars (needs Ivy + network)"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="log lines as text, or one JSON object per line (ts, level, logger, msg) for log "
+        "pipelines -- Spark's own log lines too",
+    )
 
     # -- validation -----------------------------------------------------------------------------
     @field_validator("lag_slo_overrides", mode="before")
