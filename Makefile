@@ -105,8 +105,8 @@ tools: ## Debian's prometheus (promtool), if missing
 TOOLS_DIR        ?= .tools
 # Go builds helm and kubeconform.  The toolchain is pinned (helm 3.21 needs Go 1.26) and fetched as
 # the golang.org/toolchain module -- what GOTOOLCHAIN=auto does -- by any Go at hand; on a machine
-# with none, Debian's golang-go (1.19) is installed to do that fetch.  So setup needs only what the
-# README lists.
+# with none, Debian's golang-go (1.19) is installed to do that fetch.  So setup needs only what
+# docs/development.md lists.
 GO_TOOLCHAIN     ?= go1.26.8
 GO_BOOTSTRAP     ?= $(shell command -v go || { test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go; })
 GO                = $(TOOLS_ABS)/go-$(GO_TOOLCHAIN)/bin/go

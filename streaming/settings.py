@@ -500,7 +500,8 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
 
 
 def settings_table_markdown() -> str:
-    """The README's settings table, generated from the model (a test keeps the README in sync)."""
+    """The settings table of docs/operating.md, generated from the model (docs/generate.py; a test
+    keeps the page in sync)."""
     lines = [
         "| setting | flag | environment | default | meaning |",
         "|---|---|---|---|---|",

@@ -1,6 +1,6 @@
 """The Spark session the mirror runs in: Kafka connector jars, state store and the settings that matter.
 
-Two Spark behaviours are settled here, on the real broker (see README "How Spark reads
+Two Spark behaviours are settled here, on the real broker (see docs/development.md "How Spark reads
 __consumer_offsets"):
 
 * Spark's default offset reader (AdminClient based, Spark >= 3.1) drops internal topics when it lists

@@ -8,7 +8,7 @@ the commit was recorded, as Burrow's storage computes it.  The window (`CommitHi
 last ``intervals`` commits per partition (Burrow's storage setting of that name, default 10); a
 commit less than ``min_distance_s`` after the previous one replaces it (Burrow's ``min-distance``).
 
-Where the mirror differs from Burrow (README "Consumer health"):
+Where the mirror differs from Burrow (docs/monitoring.md "Consumer health"):
 
 * commits reach the window once per micro-batch (the newest commit of each partition in the
   batch, as the fold leaves it): with the default 5 s trigger that is Burrow with a min-distance
@@ -48,7 +48,7 @@ STATUS_NAMES: Final = ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND
 Commit = tuple[int, int, int | None]
 #: a partition's window of commits as `CommitHistory` keeps it: flat ``(offset, timestamp_ms,
 #: lag or -1)`` triples, oldest first.  The rules read it as it is stored: evaluating every
-#: changed group after each offsets round is the driver's largest lag cost (README "Cost"), and
+#: changed group after each offsets round is the driver's largest lag cost (docs/monitoring.md), and
 #: building a tuple per commit first cost as much as the rules themselves.
 Window = Sequence[int]
 

@@ -1,5 +1,5 @@
-"""The generated dashboards, rules and README table: up to date, well-formed, and naming only
-series the exporter has."""
+"""The generated dashboards, rules and metrics table (docs/monitoring.md): up to date, well-formed,
+and naming only series the exporter has."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from streaming.serving.catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
 
 from .promql import REPO, dashboard_queries, dashboards, metric_names, panels, rule_queries
 
-README = REPO / "README.md"
+MONITORING_DOC = REPO / "docs" / "monitoring.md"
 TABLE_BEGIN = "<!-- metrics-table:begin (generated from streaming/serving/catalogue.py) -->"
 TABLE_END = "<!-- metrics-table:end -->"
 
@@ -156,13 +156,12 @@ def test_builder_refuses_unknown_metrics() -> None:
         sel("kafka_consumergroup_group_lag_total")
 
 
-def test_readme_has_exactly_the_generated_metrics_table() -> None:
-    text = README.read_text()
-    assert text.count(TABLE_BEGIN) == 1 and text.count(TABLE_END) == 1, "README metrics table markers"
+def test_docs_have_exactly_the_generated_metrics_table() -> None:
+    text = MONITORING_DOC.read_text()
+    assert text.count(TABLE_BEGIN) == 1 and text.count(TABLE_END) == 1, "docs/monitoring.md table markers"
     inside = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
     assert inside.strip("\n") == metrics_table().strip("\n"), (
-        "README metrics table is stale: paste `python -c 'from streaming.serving.catalogue import "
-        "metrics_table; print(metrics_table())'` between the markers"
+        "docs/monitoring.md metrics table is stale: run python docs/generate.py"
     )
     for m in CATALOGUE:
         assert f"`{m.name}`" in inside
