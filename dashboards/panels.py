@@ -21,13 +21,13 @@ from dashboards.grafana import (
     metric,
     prometheus_annotation,
     query_variable,
+    ranked,
     row,
     sel,
     stat,
     state_code,
     state_mappings,
     state_timeline,
-    table,
     target,
     timeseries,
 )
@@ -138,30 +138,21 @@ def lagging() -> list[dict[str, Any]]:
             [target(f"topk(10, sum by (cluster_name, topic) ({topic_sum}))", "{{topic}}")],
             "Records the selected groups have yet to consume, per topic (the 10 largest).",
         ),
-        table(
+        ranked(
             "Lag against the SLO",
-            [
-                target(
-                    f"topk(20, max by (cluster_name, group) ({max_s}) / on (cluster_name, group) "
-                    f"max by (cluster_name, group) ({slo}))",
-                    table=True,
-                )
-            ],
+            f"topk(20, max by (cluster_name, group) ({max_s}) / on (cluster_name, group) "
+            f"max by (cluster_name, group) ({slo}))",
             "The groups closest to (or over) their lag SLO: worst lag in seconds divided by the SLO "
             "(over 1: KafkaConsumerLagOverSLO fires after lag_slo_for).",
             unit="percentunit",
-            rename={"Value": "lag / SLO", "cluster_name": "cluster"},
-            sort_by="lag / SLO",
-            desc=True,
+            column="lag / SLO",
         ),
-        table(
+        ranked(
             "Lag by group and topic",
-            [target(f"topk(50, sum by (cluster_name, group, topic) ({topic_sum}))", table=True)],
+            f"topk(50, sum by (cluster_name, group, topic) ({topic_sum}))",
             "Records each group has yet to consume per topic (the 50 largest); the topic dashboard "
             "shows one topic's partitions and consumers.",
-            rename={"Value": "lag (messages)", "cluster_name": "cluster"},
-            sort_by="lag (messages)",
-            desc=True,
+            column="lag (messages)",
         ),
     ]
 
@@ -249,19 +240,12 @@ def overview() -> dict[str, Any]:
             "Completed rebalances per minute (generation / assignment epoch bumps) of the busiest groups.",
             unit="none",
         ),
-        table(
+        ranked(
             "Most rebalances in the time range",
-            [
-                target(
-                    f"topk(20, sum by (cluster_name, group) "
-                    f"(increase({gsel('coordinator_mirror_group_rebalances_total')}[$__range])) > 0)",
-                    table=True,
-                )
-            ],
+            f"topk(20, sum by (cluster_name, group) "
+            f"(increase({gsel('coordinator_mirror_group_rebalances_total')}[$__range])) > 0)",
             "Groups by rebalances completed in the dashboard's time range.",
-            rename={"Value": "rebalances", "group": "group", "cluster_name": "cluster"},
-            sort_by="rebalances",
-            desc=True,
+            column="rebalances",
         ),
         state_timeline(
             "State of the most rebalancing groups",
@@ -273,20 +257,13 @@ def overview() -> dict[str, Any]:
             ],
             "Kafka state of the 10 groups with the most rebalances in the time range.",
         ),
-        table(
+        ranked(
             "Flapping: groups that lost their last member most often",
-            [
-                target(
-                    f"topk(20, sum by (cluster_name, group) "
-                    f"(increase({gsel('coordinator_mirror_group_emptied_total')}[$__range])) > 0)",
-                    table=True,
-                )
-            ],
+            f"topk(20, sum by (cluster_name, group) "
+            f"(increase({gsel('coordinator_mirror_group_emptied_total')}[$__range])) > 0)",
             "Times each group became Empty in the time range -- counted from the log, so a group that "
             "empties and refills between two scrapes is counted too.",
-            rename={"Value": "times emptied", "cluster_name": "cluster"},
-            sort_by="times emptied",
-            desc=True,
+            column="times emptied",
         ),
         timeseries(
             "Membership changes (all groups)",
@@ -339,37 +316,25 @@ def overview() -> dict[str, Any]:
             ],
             "Committed offsets that expire within 1h / 24h under the cluster's retention rules.",
         ),
-        table(
+        ranked(
             "Stalest commits",
-            [
-                target(
-                    f"topk(20, time() - "
-                    f"{gsel('coordinator_mirror_group_last_commit_timestamp_seconds')}"
-                    f" and on (cluster_name, group) {gsel('coordinator_mirror_group_members')} > 0)",
-                    table=True,
-                )
-            ],
+            f"topk(20, time() - "
+            f"{gsel('coordinator_mirror_group_last_commit_timestamp_seconds')}"
+            f" and on (cluster_name, group) {gsel('coordinator_mirror_group_members')} > 0)",
             "Groups with members whose newest commit is the oldest: consumers that stopped committing "
             "while still in the group (stuck, or not committing at all).",
             unit="dtdurations",
-            rename={"Value": "since the last commit", "cluster_name": "cluster"},
-            sort_by="since the last commit",
-            desc=True,
+            column="since the last commit",
         ),
-        table(
+        ranked(
             "Groups whose offsets expire soonest",
-            [
-                target(
-                    f"bottomk(20, {gsel('coordinator_mirror_group_next_offset_expiry_seconds')})",
-                    table=True,
-                )
-            ],
+            f"bottomk(20, {gsel('coordinator_mirror_group_next_offset_expiry_seconds')})",
             "Time until each group's next committed offset expires (groups whose offsets cannot expire, "
             "like a Stable group's subscribed topics, are not listed).",
             unit="dtdurations",
             hide=("Time", "__name__"),
-            rename={"Value": "expires in", "cluster_name": "cluster"},
-            sort_by="expires in",
+            column="expires in",
+            desc=False,
         ),
         timeseries(
             "Offsets expired and deleted",
@@ -774,19 +739,12 @@ def topic() -> dict[str, Any]:
             "Each group's worst partition of the topic, in seconds behind, over time.",
             unit="s",
         ),
-        table(
+        ranked(
             "Consumer status per partition (Burrow)",
-            [
-                target(
-                    f"max by (cluster_name, group, partition) "
-                    f"({sel('coordinator_mirror_consumer_partition_status', topic=T)})",
-                    table=True,
-                )
-            ],
+            f"max by (cluster_name, group, partition) "
+            f"({sel('coordinator_mirror_consumer_partition_status', topic=T)})",
             "Burrow's partition status per group: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND.",
-            rename={"Value": "status", "cluster_name": "cluster"},
-            sort_by="status",
-            desc=True,
+            column="status",
         ),
         row("Partitions"),
         timeseries(
@@ -811,34 +769,22 @@ def topic() -> dict[str, Any]:
             ],
             "High watermark, last stable offset and log-start offset of each partition.",
         ),
-        table(
+        ranked(
             "Room before retention",
-            [
-                target(
-                    f"bottomk(20, min by (cluster_name, group, partition) ({committed} - on (cluster_name, "
-                    f"topic, partition) group_left max by (cluster_name, topic, partition) "
-                    f"({sel('kafka_partition_earliest_offset', topic=T)})))",
-                    table=True,
-                )
-            ],
+            f"bottomk(20, min by (cluster_name, group, partition) ({committed} - on (cluster_name, "
+            f"topic, partition) group_left max by (cluster_name, topic, partition) "
+            f"({sel('kafka_partition_earliest_offset', topic=T)})))",
             "Records between each group's committed offset and the partition's log start: how far "
             "retention may advance before it deletes records the group has not read (below 0 it has).",
-            rename={"Value": "records before retention", "cluster_name": "cluster"},
-            sort_by="records before retention",
+            column="records before retention",
+            desc=False,
         ),
-        table(
+        ranked(
             "Lag per group and partition",
-            [
-                target(
-                    f"topk(50, max by (cluster_name, group, partition) "
-                    f"({sel('kafka_consumergroup_group_lag', topic=T)}))",
-                    table=True,
-                )
-            ],
+            f"topk(50, max by (cluster_name, group, partition) "
+            f"({sel('kafka_consumergroup_group_lag', topic=T)}))",
             "Records each group has yet to consume per partition (the 50 largest).",
-            rename={"Value": "lag (messages)", "cluster_name": "cluster"},
-            sort_by="lag (messages)",
-            desc=True,
+            column="lag (messages)",
         ),
     ]
     variables = [
@@ -980,20 +926,12 @@ def health() -> dict[str, Any]:
             "Records counted and skipped (GET /errors lists the recent ones with partition and offset).",
             bars=True,
         ),
-        table(
+        ranked(
             "Skipped records by type and reason",
-            [
-                target(
-                    "sum by (cluster_name, status, record_type, reason) "
-                    f"({sel(f'{m}skipped_records_total')})",
-                    table=True,
-                )
-            ],
+            f"sum by (cluster_name, status, record_type, reason) ({sel(f'{m}skipped_records_total')})",
             "Records the mirror could not read since it started, by status, record type and reason "
             "class (a series appears with its first record: totals, not increase(), show it).",
-            rename={"Value": "records", "cluster_name": "cluster"},
-            sort_by="records",
-            desc=True,
+            column="records",
         ),
         timeseries(
             "Group fold failures by exception",
