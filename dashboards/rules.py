@@ -111,6 +111,10 @@ class Thresholds:
             if f.name.endswith(("_window", "_for")) and not _DURATION.match(str(v)):
                 raise ValueError(f"{f.name}: {v!r} is not a Prometheus duration (e.g. 30s, 10m, 1h)")
         object.__setattr__(self, "disabled", tuple(self.disabled))
+        unknown = set(self.disabled) - set(alert_names()) if self.disabled else set()
+        if unknown:
+            known = ", ".join(alert_names())
+            raise ValueError(f"disabled: no alert named {sorted(unknown)} (known: {known})")
 
     def up_matchers(self) -> str:
         """The label matchers of the mirror's own scrape series (``up``)."""
@@ -269,9 +273,6 @@ def _partitions(status: int) -> str:
 def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
     """The rule groups of the rules file (without the alerts ``t.disabled`` names)."""
     t = t or Thresholds()
-    unknown = set(t.disabled) - set(alert_names())
-    if unknown:
-        raise ValueError(f"disabled: no alert named {sorted(unknown)} (known: {', '.join(alert_names())})")
     return [
         {"name": g["name"], "rules": [r for r in g["rules"] if r["alert"] not in t.disabled]}
         for g in _groups(t)

@@ -252,3 +252,27 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
     # ... and the change events of both runs are one uninterrupted fold's: none lost or repeated
     audit = audit_events(read_events(tmp_path / "events"), read_log(kafka.bootstrap), groups=[group])
     assert audit.clean and audit.commits_expected > 0, audit.summary()
+
+
+def test_demo_logs_json_without_progress_bars(tmp_path: Path) -> None:
+    """`coordinator-mirror demo` (its own local broker and demo groups) with ``--log-format json``:
+    every line it prints is a JSON object -- the broker's start, Spark's lines, the mirror's --, no
+    progress bar, no start-up noise, and it ends on its own (``--duration``) with exit 0."""
+    port = _free_port()
+    out = tmp_path / "demo.log"
+    cmd = [
+        sys.executable, "-m", "streaming.app.cli", "demo", "--duration", "45", "--log-format", "json",
+        "--http-port", str(port), "--workdir", str(tmp_path / "demo"),
+    ]  # fmt: skip
+    with open(out, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert proc.wait(600) == 0, out.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = _lines(out.read_text(), "json")
+    assert any("live: caught up" in ln for ln in lines), lines[-10:]
+    for noise in NOISE:
+        assert not [ln for ln in lines if noise in ln], noise
