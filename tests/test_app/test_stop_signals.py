@@ -257,17 +257,20 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
 def test_demo_logs_json_without_progress_bars(tmp_path: Path) -> None:
     """`coordinator-mirror demo` (its own local broker and demo groups) with ``--log-format json``:
     every line it prints is a JSON object -- the broker's start, Spark's lines, the mirror's --, no
-    progress bar, no start-up noise, and it ends on its own (``--duration``) with exit 0."""
+    progress bar, no start-up noise; it reaches "live" and a SIGTERM ends it with exit 0."""
     port = _free_port()
     out = tmp_path / "demo.log"
     cmd = [
-        sys.executable, "-m", "streaming.app.cli", "demo", "--duration", "45", "--log-format", "json",
+        sys.executable, "-m", "streaming.app.cli", "demo", "--log-format", "json",
         "--http-port", str(port), "--workdir", str(tmp_path / "demo"),
     ]  # fmt: skip
     with open(out, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        assert proc.wait(600) == 0, out.read_text()[-3000:]
+        _wait_ready(port, proc, out, timeout_s=600)
+        time.sleep(5)  # a few micro-batches of the demo's groups
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(300) == 0, out.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
