@@ -73,7 +73,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Handlers]:
 
 
 def enable_crash_traces() -> None:
-    """On a fatal signal in native code (librdkafka's threads, pyarrow, the JVM bridge) print every
+    """On a fatal signal in native code (pyarrow, the JVM bridge) print every
     Python thread's stack to stderr before the process dies: the one trace an operator gets of a
     crash in a library (the 100k-group bench lost its driver to a segfault in librdkafka's main
     thread with nothing but a dmesg line)."""

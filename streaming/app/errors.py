@@ -1,12 +1,12 @@
 """Failures a user can cause, as one-line messages with an exit code: the one place that classifies them.
 
 Two tables: `SECURITY_CAUSES` (credentials, certificates, ACLs -- read first: a refused SASL
-handshake also ends librdkafka's metadata call as ``_TRANSPORT``) and `CAUSES` (unreachable
-cluster, connector jars).  Quoted detail from Kafka's messages never carries a secret (Kafka names
+handshake can also surface as a timeout or a transport error) and `CAUSES` (unreachable cluster,
+connector jars).  `client_options_error` names the option of a store or value Kafka's client refuses.  Quoted detail from Kafka's messages never carries a secret (Kafka names
 mechanisms, topics and groups, never credentials) and is scrubbed of every configured secret anyway.
 
 `classify` maps an exception raised while the mirror starts (or a failed query's error text) to a
-`StartupError`: what went wrong, what to do, and the documented exit code (README, "Exit codes").
+`StartupError`: what went wrong, what to do, and the documented exit code (docs/operating.md, "Exit codes").
 The table `CAUSES` is read top to bottom; the first row whose pattern matches the exception's class
 name or text wins.  Adding a cause (TLS, SASL, ...) is adding a row.
 
@@ -97,8 +97,8 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|No subject alternative names|No name matching|subject alternative name",
         EXIT_TLS,
         "TLS handshake failed: the broker's certificate is not trusted or not for this host ({detail}). "
-        "Check ssl.truststore.location/ssl.truststore.type (Java: --kafka-options) or ssl.ca.location "
-        "(capture), and that the certificate names the bootstrap host.",
+        "Check ssl.truststore.location/ssl.truststore.type (kafka_options), and that the certificate "
+        "names the bootstrap host.",
     ),
     Cause(
         "tls-client-certificate",
@@ -107,8 +107,7 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|SSLHandshakeException|SSL handshake failed",
         EXIT_TLS,
         "TLS handshake failed: the broker refused the connection's certificate ({detail}). Check the "
-        "client keystore (ssl.keystore.*; capture: ssl.certificate.location/ssl.key.location): it must "
-        "be signed by a CA the broker trusts and not expired.",
+        "client keystore (ssl.keystore.*): it must be signed by a CA the broker trusts and not expired.",
     ),
     Cause(
         "authentication",
@@ -117,8 +116,8 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|UnsupportedSaslMechanism|Unsupported SASL mechanism|LoginException",
         EXIT_AUTHENTICATION,
         "Kafka authentication failed ({detail}). Check the SASL mechanism and credentials: "
-        "sasl.mechanism and sasl.jaas.config (run, --kafka-options / output_kafka_options) or "
-        "sasl.username/sasl.password (capture).",
+        "sasl.mechanism and sasl.jaas.config (kafka_options / output_kafka_options), and for "
+        "OAUTHBEARER the token endpoint's answer.",
     ),
     Cause(
         "authorization",
@@ -127,7 +126,7 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|[A-Za-z]+ authorization failed",
         EXIT_AUTHORIZATION,
         "Kafka refused an operation: the mirror's principal lacks an ACL ({detail}). Grant the ACLs "
-        "listed in README, section Security (Topic __consumer_offsets: Read; Group prefix "
+        "listed in docs/security.md (Topic __consumer_offsets: Read; Group prefix "
         "spark-kafka-source-: Read; the output topics: Write).",
     ),
 )
@@ -250,8 +249,8 @@ def classify_text(text: str, secrets: Iterable[str] = ()) -> StartupError | None
 def classify_security(
     exc: BaseException | None, extra: Iterable[str] = (), secrets: Iterable[str] = ()
 ) -> StartupError | None:
-    """The security `StartupError` for ``exc`` (and its causes) or for ``extra`` texts (librdkafka's
-    error callback lines), else None: not a security failure."""
+    """The security `StartupError` for ``exc`` (and its causes) or for ``extra`` texts (a client's
+    log lines), else None: not a security failure."""
     texts = [f"{type(e).__name__}: {e}" for e in exception_chain(exc)] if exc is not None else []
     texts += list(extra)
     secrets = list(secrets)

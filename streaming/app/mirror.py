@@ -177,6 +177,7 @@ class Mirror:
                 packages=s.spark_packages,
                 conf=conf,
                 plugin_jars=s.kafka_plugin_jars,
+                log_format=s.log_format,
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
@@ -937,7 +938,7 @@ class Mirror:
         if self.http is not None:
             self.http.stop()
         # the driver's own Kafka clients: their threads end with _stopped; dropping the clients
-        # destroys their librdkafka handles (no reconnecting to a cluster this mirror left)
+        # closes their Admin client (no reconnecting to a cluster this mirror left)
         for thread in (self._offsets_thread, self._supervisor):
             if thread is not None:
                 thread.join(timeout=15)

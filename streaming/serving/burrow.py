@@ -12,7 +12,7 @@ less than ``min_distance_s`` after the previous one replaces it and keeps its ti
 partition, one per offsets round, unflattened -- Burrow's broker-offset ring, which its "was the
 consumer caught up recently?" check reads.
 
-Where the mirror differs from Burrow (README "Consumer health"):
+Where the mirror differs from Burrow (docs/monitoring.md "Consumer health"):
 
 * commits reach the window once per offsets round (the newest commit of each partition since the
   previous round, as the fold leaves it): Burrow with a min-distance of ``lag_interval_s`` (and
@@ -56,7 +56,7 @@ Commit = tuple[int, int, int | None, int]
 #: a partition's window of commits as `CommitHistory` keeps it: flat ``(offset, timestamp_ms,
 #: lag or -1, observed_ms)`` quadruples, oldest first.  The rules read it as it is stored:
 #: evaluating every changed group after each offsets round is the driver's largest lag cost
-#: (README "Cost"), and building a tuple per commit first cost as much as the rules themselves.
+#: (docs/monitoring.md), and building a tuple per commit first cost as much as the rules themselves.
 Window = Sequence[int]
 #: the fields of one commit in a `Window`
 STRIDE: Final = 4

@@ -1,8 +1,8 @@
 """The one metric catalogue: every series the mirror exports -- name, type, help, labels, unit.
 
 Read by the exporter (`streaming.serving.metrics`), the dashboard and alert-rule generator
-(`dashboards/build.py`), their tests and the README's metrics table, so a name exists in exactly one
-place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
+(`dashboards/build.py`), their tests and the metrics table of docs/monitoring.md, so a name exists in
+exactly one place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
 ``_bytes``, Unix timestamps as ``_timestamp_seconds``), counters end in ``_total``, and every
 series carries ``cluster_name`` (the setting of that name) so several mirrors can feed one
 Prometheus.
@@ -48,7 +48,7 @@ class MetricDef:
     labels: tuple[str, ...]
     unit: str = ""
     scope: Scope = "mirror"
-    #: where the value comes from (README table)
+    #: where the value comes from (the metrics table of docs/monitoring.md)
     source: str = ""
 
     @property
@@ -653,7 +653,7 @@ def record_type_label(record_type: int | None) -> str:
 
 
 def metrics_table() -> str:
-    """The README's metrics table (markdown), generated from the catalogue."""
+    """The metrics table of docs/monitoring.md (markdown), generated from the catalogue."""
     rows = [
         "| name | type | labels | unit | scope | help |",
         "|---|---|---|---|---|---|",

@@ -9,7 +9,7 @@ Inputs, both handed over by the application shell:
   ``lag_interval_s``): log-start offset, high watermark and last stable offset (LSO) of every
   partition a group commits to or is assigned, and the cluster's topic id -> name map.
 
-What is reported (the README's "Lag" section):
+What is reported (docs/monitoring.md, "Lag"):
 
 * ``kafka_partition_latest_offset`` is the high watermark (kafka-lag-exporter's definition: the
   consumer's ``endOffsets`` under read_uncommitted); the LSO is exported beside it.

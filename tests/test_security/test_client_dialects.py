@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_security.conftest import Acl, Security, readme_acls
+from tests.test_security.conftest import Security, doc_feature_acls, readme_acls
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -45,9 +45,9 @@ CASES = [
     ("OIDC", {"truststore": "JKS"}),
 ]
 
-#: what a user running every feature needs beyond the README's required rows (docs: Security):
-#: Describe on the groups' topics (lag) and on the cluster (reconciliation's complete ListGroups)
-FEATURE_ACLS = [Acl("Topic", "*", "Describe"), Acl("Cluster", "kafka-cluster", "Describe")]
+#: what a user running every feature needs beyond the required rows (docs/security.md): Describe on
+#: the groups' topics (lag) and on the cluster (reconciliation's complete ListGroups)
+FEATURE_ACLS = doc_feature_acls()
 
 
 def _user(security: Security, kafka: Any, listener: str, tag: str) -> tuple[str, str]:
