@@ -69,6 +69,12 @@ class Settings(BaseSettings):
         "source (as kafka.<key>), the driver's reads, the output topics' default, capture (SASL/SSL: "
         "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
     )
+    kafka_client_java_options: list[str] = Field(
+        default_factory=list,
+        description="JVM options for every JVM running the mirror's Kafka clients -- the driver's client "
+        "JVM, capture's, Spark's driver and executors (e.g. -Djava.security.krb5.conf=/etc/krb5.conf "
+        "for GSSAPI)",
+    )
     kafka_plugin_jars: list[str] = Field(
         default_factory=list,
         description="jars of Kafka client plugins the options name -- login modules, callback handlers, "
@@ -423,14 +429,17 @@ class Settings(BaseSettings):
             if not os.access(jar, os.R_OK):
                 raise SettingsError(f"kafka_plugin_jars: {jar}: not readable by this user")
 
-    def kafka_jvm_properties(self) -> dict[str, str]:
-        """JVM system properties the Kafka clients of ``kafka_options`` / ``output_kafka_options``
-        need (`OAUTH_ALLOWED_URLS`), unless ``spark_conf`` sets them itself."""
+    def kafka_java_options(self) -> list[str]:
+        """JVM options for every JVM that runs the mirror's Kafka clients (the driver's client JVM,
+        capture's, Spark's driver and executors): ``kafka_client_java_options``, and the
+        OAUTHBEARER URLs of the client options allowed (`OAUTH_ALLOWED_URLS`) unless given there or
+        in ``spark_conf``'s extraJavaOptions."""
+        out = list(self.kafka_client_java_options)
         urls = oauth_urls(self.kafka_options, self.output_kafka_options)
-        given = " ".join(v for k, v in self.spark_conf.items() if k.endswith("extraJavaOptions"))
-        if not urls or f"-D{OAUTH_ALLOWED_URLS}=" in given:
-            return {}
-        return {OAUTH_ALLOWED_URLS: ",".join(urls)}
+        given = " ".join([*out, *(v for k, v in self.spark_conf.items() if k.endswith("extraJavaOptions"))])
+        if urls and f"-D{OAUTH_ALLOWED_URLS}=" not in given:
+            out.append(f"-D{OAUTH_ALLOWED_URLS}={','.join(urls)}")
+        return out
 
     def redacted(self) -> dict[str, Any]:
         """The settings as logged or echoed: every secret-looking entry of every map hidden."""
@@ -455,7 +464,7 @@ STORE_LOCATION_OPTIONS: Final = ("ssl.truststore.location", "ssl.keystore.locati
 #: The JVM system property that lets Kafka's clients fetch OAUTHBEARER tokens and keys from a URL:
 #: since Kafka 4.0 (and 3.9.1, CVE-2025-27817) a client refuses a token endpoint not listed in it
 #: ("The URL cannot be accessed due to restrictions").  The URLs of the mirror's own options are
-#: its operator's, so the mirror lists exactly those in the JVMs it runs clients in (`kafka_jvm_properties`).
+#: its operator's, so the mirror lists exactly those in the JVMs it runs clients in (`kafka_java_options`).
 OAUTH_ALLOWED_URLS: Final = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 OAUTH_URL_OPTIONS: Final = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwks.endpoint.url")
 

@@ -96,6 +96,7 @@ def capture(
     timeout_s: float = 60.0,
     jvm: Jvm | None = None,
     plugin_jars: list[str] | None = None,
+    java_options: list[str] | None = None,
 ) -> int:
     """Capture ``topic`` into ``out``; starts a JVM for Kafka's client unless ``jvm`` is given."""
     header = CaptureHeader(
@@ -105,7 +106,7 @@ def capture(
         captured_at_ms=int(time.time() * 1000),
     )
     own = jvm is None
-    jvm = jvm or Jvm.launch(plugin_jars=plugin_jars or ())
+    jvm = jvm or Jvm.launch(plugin_jars=plugin_jars or (), java_options=java_options or ())
     try:
         records = iter_topic(
             bootstrap,
@@ -194,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
             options=options,
             timeout_s=args.timeout,
             plugin_jars=settings.kafka_plugin_jars,
+            java_options=settings.kafka_java_options(),
         )
     except (KafkaCallError, TopicMissingError, TimeoutError, MissingArtifactsError) as exc:
         found = (

@@ -2,8 +2,9 @@
 
 Two tables: `SECURITY_CAUSES` (credentials, certificates, ACLs -- read first: a refused SASL
 handshake can also surface as a timeout or a transport error) and `CAUSES` (unreachable cluster,
-connector jars).  `client_options_error` names the option of a store or value Kafka's client refuses.  Quoted detail from Kafka's messages never carries a secret (Kafka names
-mechanisms, topics and groups, never credentials) and is scrubbed of every configured secret anyway.
+connector jars).  `client_options_error` names the option of a store or value Kafka's client
+refuses.  Quoted detail from Kafka's messages never carries a secret (Kafka names mechanisms, topics
+and groups, never credentials) and is scrubbed of every configured secret anyway.
 
 `classify` maps an exception raised while the mirror starts (or a failed query's error text) to a
 `StartupError`: what went wrong, what to do, and the documented exit code (docs/operating.md, "Exit codes").

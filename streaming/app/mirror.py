@@ -159,6 +159,18 @@ class Mirror:
         reconciliation) either way.  Raises `StartupError` for what a user must fix."""
         s = self.settings
         s.check_client_files()  # a missing key store stops here, before Spark
+        java_options = s.kafka_java_options()
+        if s.source == "kafka":
+            assert s.bootstrap_servers
+            # the driver's Kafka client: Kafka's Java Admin in a JVM of its own, with kafka_options
+            # verbatim (`streaming.cluster.jvm`); a bad option or an unreadable key store stops
+            # here, naming the option, before Spark starts
+            self.jvm = Jvm.launch(
+                plugin_jars=s.kafka_plugin_jars, java_options=java_options, quick_start=False
+            )
+            self.cluster = self._open_cluster(s.bootstrap_servers, s.kafka_options, "kafka_options")
+            if s.lag_enabled:
+                self.offset_reader = OffsetReader(self.cluster)
         if self.spark is None:
             conf = {
                 "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
@@ -166,8 +178,8 @@ class Mirror:
                 **s.spark_conf,
             }
             # what the Kafka clients of Spark's source need of their JVMs (the OAUTHBEARER token
-            # endpoint allowed), on executors started elsewhere too
-            flags = " ".join(f"-D{k}={v}" for k, v in s.kafka_jvm_properties().items())
+            # endpoint allowed, a krb5.conf ...), on executors started elsewhere too
+            flags = " ".join(java_options)
             for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
                 if flags:
                     conf[key] = f"{conf[key]} {flags}" if conf.get(key) else flags
@@ -186,14 +198,6 @@ class Mirror:
         self._warming = threading.Thread(target=self._warm_workers, name="mirror-warm-up", daemon=True)
         self._warming.start()
         if s.source == "kafka":
-            assert s.bootstrap_servers
-            # the driver's Kafka client: Kafka's Java Admin in the Spark driver's JVM, with
-            # kafka_options verbatim (`streaming.cluster.jvm`); a bad option or an unreadable key
-            # store stops here, naming the option
-            self.jvm = Jvm.attach(self.spark.sparkContext._gateway, s.kafka_plugin_jars)
-            self.cluster = self._open_cluster(s.bootstrap_servers, s.kafka_options, "kafka_options")
-            if s.lag_enabled:
-                self.offset_reader = OffsetReader(self.cluster)
             self._claim_checkpoint()
         self._ensure_output_topics()
         if not self._try_begin():
@@ -383,8 +387,8 @@ class Mirror:
             return
         bootstrap = s.output_bootstrap()
         assert self.spark is not None and bootstrap
-        if self.jvm is None:
-            self.jvm = Jvm.attach(self.spark.sparkContext._gateway, s.kafka_plugin_jars)
+        if self.jvm is None:  # a capture source writing to Kafka
+            self.jvm = Jvm.launch(plugin_jars=s.kafka_plugin_jars, java_options=s.kafka_java_options())
         options = s.output_options()
         setting = "output_kafka_options" if s.output_kafka_options else "kafka_options"
         client = self._open_cluster(bootstrap, options, setting)
@@ -946,6 +950,9 @@ class Mirror:
         if self.cluster is not None:
             self.cluster.close()
             self.cluster = None
+        if self.jvm is not None:
+            self.jvm.close()
+            self.jvm = None
         if self._owns_session and self.spark is not None:
             self.spark.stop()
 

@@ -44,19 +44,19 @@ def test_frames_cross_to_java_and_back(driver_jvm: Any, kafka: Any) -> None:
 
 @pytest.mark.broker
 @pytest.mark.spark
-def test_the_clients_are_4x_beside_sparks_3x_in_one_jvm(spark: Any, kafka: Any) -> None:
-    """Spark's connector keeps its kafka-clients (it cannot run on 4.x); the bridge's class loader
-    runs the driver's reads on kafka-clients 4.x in the same JVM."""
-    from streaming.cluster.jvm import Jvm
-
-    jvm = Jvm.attach(spark.sparkContext._gateway)
-    reads = jvm.open(CLUSTER_READS, {"bootstrap.servers": kafka.bootstrap}, 30)
+def test_the_driver_clients_are_4x_in_their_own_jvm_beside_sparks_3x(
+    spark: Any, kafka: Any, driver_jvm: Any
+) -> None:
+    """Spark's connector keeps its kafka-clients (it cannot run on 4.x); the driver's reads run on
+    kafka-clients 4.x in a JVM of their own (two versions in one JVM share its SASL providers)."""
+    reads = driver_jvm.open(CLUSTER_READS, {"bootstrap.servers": kafka.bootstrap}, 30)
     try:
         sparks = str(spark._jvm.org.apache.kafka.common.utils.AppInfoParser.getVersion())
         ours = str(reads.call("clientVersion"))
         assert ours == kafka_clients_version() and ours.startswith("4.")
         assert sparks.startswith("3.") and sparks != ours
-        assert reads.call("clusterId")  # and it talks to the broker from inside Spark's JVM
+        assert driver_jvm.pid != int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        assert reads.call("clusterId") == kafka.cluster_id
     finally:
         reads.close()
 

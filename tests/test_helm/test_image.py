@@ -273,7 +273,7 @@ def test_the_image_builds_the_driver_clients_as_make_jars_does(tmp_path: Path) -
     listing = subprocess.run(
         ["jar", "tf", found[0]], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "io/github/coordinatormirror/kafka/Isolation$ChildFirst.class" in listing
+    assert "io/github/coordinatormirror/kafka/ClusterReads.class" in listing
 
 
 # ------------------------------------------------------------------------------ image <-> chart

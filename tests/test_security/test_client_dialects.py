@@ -90,8 +90,14 @@ def test_every_part_speaks_the_same_options(
     bootstrap = kafka.bootstrap_of(listener)
     topic = next(t for r in scenarios.values() for t in r.topics)
 
-    # the driver's reads, in the Spark driver's JVM as `run` opens them
-    client = ClusterClient(Jvm.attach(spark.sparkContext._gateway), bootstrap, options)
+    # the driver's reads, in a client JVM as `run` opens them -- first, as `run` does: Spark's
+    # source below logs in after it (two kafka-clients versions in one JVM broke exactly that)
+    settings = load_settings(
+        bootstrap_servers=bootstrap, kafka_options=options, events_topic=outputs[0],
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )  # fmt: skip
+    jvm = Jvm.launch(java_options=settings.kafka_java_options(), quick_start=False)
+    client = ClusterClient(jvm, bootstrap, options)
     try:
         assert client.cluster_id() == kafka.cluster_id
         assert client.may_list_every_group()
@@ -103,12 +109,9 @@ def test_every_part_speaks_the_same_options(
         assert (topic, 0) in r.partitions and not r.denied_topics and r.error is None
     finally:
         client.close()
+        jvm.close()
 
     # Spark's Kafka source with the source's own options
-    settings = load_settings(
-        bootstrap_servers=bootstrap, kafka_options=options, events_topic=outputs[0],
-        checkpoint_location=str(tmp_path / "checkpoint"),
-    )  # fmt: skip
     source = kafka_options(settings, sorted(ends))
     source.pop("maxOffsetsPerTrigger")
     # a batch read names its group spark-kafka-relation-...; the streaming source's prefix is the

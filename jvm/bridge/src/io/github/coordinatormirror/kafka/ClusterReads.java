@@ -41,7 +41,9 @@ import org.apache.kafka.common.protocol.Errors;
 /**
  * The driver's reads of the cluster through Kafka's own Admin client, configured with the mirror's
  * {@code kafka_options} exactly as given (the same dialect as Spark's Kafka source: key stores of
- * every type, every SASL mechanism, config providers). Answers cross to Python as {@link Frames}.
+ * every type, every SASL mechanism, config providers). Runs in a JVM of its own, started by the
+ * mirror (streaming/cluster/jvm.py): kafka-clients 4.x there, Spark's 3.9 in Spark's JVM. Answers
+ * cross to Python through py4j as {@link Frames} or JSON.
  */
 public final class ClusterReads {
   private final Admin admin;
@@ -92,15 +94,14 @@ public final class ClusterReads {
     }
   }
 
-  /** The version of the kafka-clients this object runs on (the bridge's own, not the JVM's). */
+  /** The version of the kafka-clients this object runs on. */
   public String clientVersion() {
     return org.apache.kafka.common.utils.AppInfoParser.getVersion();
   }
 
   /** DescribeCluster's cluster id. */
   public String clusterId() throws Exception {
-    return Context.of(this, () ->
-        get(admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs)).clusterId()));
+    return get(admin.describeCluster(new DescribeClusterOptions().timeoutMs(timeoutMs)).clusterId());
   }
 
   /**
@@ -108,19 +109,17 @@ public final class ClusterReads {
    * operation names), or null when the cluster runs no authorizer (everything is allowed).
    */
   public String clusterOperations() throws Exception {
-    return Context.of(this, () -> {
-      java.util.Set<org.apache.kafka.common.acl.AclOperation> ops = get(admin.describeCluster(
-          new DescribeClusterOptions().includeAuthorizedOperations(true).timeoutMs(timeoutMs))
-          .authorizedOperations());
-      if (ops == null) {
-        return null;
-      }
-      StringBuilder out = new StringBuilder();
-      for (org.apache.kafka.common.acl.AclOperation op : ops) {
-        out.append(out.length() == 0 ? "" : ",").append(op.name());
-      }
-      return out.toString();
-    });
+        java.util.Set<org.apache.kafka.common.acl.AclOperation> ops = get(admin.describeCluster(
+        new DescribeClusterOptions().includeAuthorizedOperations(true).timeoutMs(timeoutMs))
+        .authorizedOperations());
+    if (ops == null) {
+      return null;
+    }
+    StringBuilder out = new StringBuilder();
+    for (org.apache.kafka.common.acl.AclOperation op : ops) {
+      out.append(out.length() == 0 ? "" : ",").append(op.name());
+    }
+    return out.toString();
   }
 
   /**
@@ -128,33 +127,29 @@ public final class ClusterReads {
    * exist; a topic the principal may not describe raises TopicAuthorizationException.
    */
   public String describeTopic(String topic) throws Exception {
-    return Context.of(this, () -> {
-      TopicDescription d;
-      try {
-        d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(timeoutMs))
-            .topicNameValues().get(topic));
-      } catch (UnknownTopicOrPartitionException e) {
-        return "";
+        TopicDescription d;
+    try {
+      d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(timeoutMs))
+          .topicNameValues().get(topic));
+    } catch (UnknownTopicOrPartitionException e) {
+      return "";
+    }
+    int leaderless = 0;
+    for (TopicPartitionInfo p : d.partitions()) {
+      if (p.leader() == null || p.leader().isEmpty()) {
+        leaderless++;
       }
-      int leaderless = 0;
-      for (TopicPartitionInfo p : d.partitions()) {
-        if (p.leader() == null || p.leader().isEmpty()) {
-          leaderless++;
-        }
-      }
-      return d.topicId() + " " + d.partitions().size() + " " + leaderless;
-    });
+    }
+    return d.topicId() + " " + d.partitions().size() + " " + leaderless;
   }
 
   /** One configuration value of a topic (null when the broker does not name it). */
   public String topicConfig(String topic, String name) throws Exception {
-    return Context.of(this, () -> {
-      ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-      Config config = get(admin.describeConfigs(List.of(res), new DescribeConfigsOptions().timeoutMs(timeoutMs))
-          .values().get(res));
-      ConfigEntry entry = config.get(name);
-      return entry == null ? null : entry.value();
-    });
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    Config config = get(admin.describeConfigs(List.of(res), new DescribeConfigsOptions().timeoutMs(timeoutMs))
+        .values().get(res));
+    ConfigEntry entry = config.get(name);
+    return entry == null ? null : entry.value();
   }
 
   /**
@@ -164,40 +159,36 @@ public final class ClusterReads {
    * Errors: a broker that did not answer, one still loading a coordinator partition.
    */
   public String listGroups() throws Exception {
-    return Context.of(this, () -> {
-      ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
-      Collection<Throwable> errors = get(result.errors());
-      Collection<GroupListing> groups = get(result.valid());
-      StringBuilder out = new StringBuilder(64 + 48 * groups.size()).append("{\"errors\":[");
-      String sep = "";
-      for (Throwable t : errors) {
-        out.append(sep);
-        Json.string(out, t.getClass().getSimpleName() + ": " + t.getMessage());
-        sep = ",";
-      }
-      out.append("],\"groups\":[");
-      sep = "";
-      for (GroupListing g : groups) {
-        out.append(sep).append('[');
-        Json.string(out, g.groupId());
-        out.append(",\"").append(g.type().map(t -> t.name().toLowerCase()).orElse("unknown"));
-        out.append("\",\"").append(g.groupState().map(st -> st.name().toLowerCase()).orElse("unknown"));
-        out.append("\"]");
-        sep = ",";
-      }
-      return out.append("]}").toString();
-    });
+        ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
+    Collection<Throwable> errors = get(result.errors());
+    Collection<GroupListing> groups = get(result.valid());
+    StringBuilder out = new StringBuilder(64 + 48 * groups.size()).append("{\"errors\":[");
+    String sep = "";
+    for (Throwable t : errors) {
+      out.append(sep);
+      Json.string(out, t.getClass().getSimpleName() + ": " + t.getMessage());
+      sep = ",";
+    }
+    out.append("],\"groups\":[");
+    sep = "";
+    for (GroupListing g : groups) {
+      out.append(sep).append('[');
+      Json.string(out, g.groupId());
+      out.append(",\"").append(g.type().map(t -> t.name().toLowerCase()).orElse("unknown"));
+      out.append("\",\"").append(g.groupState().map(st -> st.name().toLowerCase()).orElse("unknown"));
+      out.append("\"]");
+      sep = ",";
+    }
+    return out.append("]}").toString();
   }
 
   /** Every topic's name, internal ones included: i32 count, names. */
   public byte[] topicNames() throws Exception {
-    return Context.of(this, () -> {
-      Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(timeoutMs))
-          .names());
-      Frames f = new Frames().i32(names.size());
-      names.forEach(f::str);
-      return f.done();
-    });
+        Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(timeoutMs))
+        .names());
+    Frames f = new Frames().i32(names.size());
+    names.forEach(f::str);
+    return f.done();
   }
 
   /**
@@ -206,38 +197,36 @@ public final class ClusterReads {
    * and its id, or null when the topic is gone or may not be described.
    */
   public byte[] topicIds(byte[] request) throws Exception {
-    return Context.of(this, () -> {
-      Frames.Reader in = new Frames.Reader(request);
-      int n = in.i32();
-      List<String> names = new ArrayList<>(n);
-      List<String> valid = new ArrayList<>(n);
-      for (int i = 0; i < n; i++) {
-        String name = in.str();
-        names.add(name);
-        try {
-          Topic.validate(name); // no topic can have another name: nothing to ask the cluster
-          valid.add(name);
-        } catch (InvalidTopicException e) {
-          // answered null below
-        }
+        Frames.Reader in = new Frames.Reader(request);
+    int n = in.i32();
+    List<String> names = new ArrayList<>(n);
+    List<String> valid = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      String name = in.str();
+      names.add(name);
+      try {
+        Topic.validate(name); // no topic can have another name: nothing to ask the cluster
+        valid.add(name);
+      } catch (InvalidTopicException e) {
+        // answered null below
       }
-      Map<String, KafkaFuture<TopicDescription>> futures = valid.isEmpty()
-          ? Map.of()
-          : admin.describeTopics(valid, new DescribeTopicsOptions().timeoutMs(timeoutMs)).topicNameValues();
-      Frames f = new Frames().i32(n);
-      for (String name : names) {
-        String id = null;
-        try {
-          KafkaFuture<TopicDescription> future = futures.get(name);
-          Uuid uuid = future == null ? null : get(future).topicId();
-          id = uuid == null ? null : uuid.toString();
-        } catch (Exception e) {
-          // deleted in between, or not ours to describe: no name for this id this round
-        }
-        f.str(name).str(id);
+    }
+    Map<String, KafkaFuture<TopicDescription>> futures = valid.isEmpty()
+        ? Map.of()
+        : admin.describeTopics(valid, new DescribeTopicsOptions().timeoutMs(timeoutMs)).topicNameValues();
+    Frames f = new Frames().i32(n);
+    for (String name : names) {
+      String id = null;
+      try {
+        KafkaFuture<TopicDescription> future = futures.get(name);
+        Uuid uuid = future == null ? null : get(future).topicId();
+        id = uuid == null ? null : uuid.toString();
+      } catch (Exception e) {
+        // deleted in between, or not ours to describe: no name for this id this round
       }
-      return f.done();
-    });
+      f.str(name).str(id);
+    }
+    return f.done();
   }
 
   /**
@@ -247,27 +236,25 @@ public final class ClusterReads {
    * per spec, each grouped by leader by the client, all three in flight together.
    */
   public byte[] listOffsets(byte[] request, boolean stable) throws Exception {
-    return Context.of(this, () -> {
-      Frames.Reader in = new Frames.Reader(request);
-      List<TopicPartition> tps = new ArrayList<>();
-      while (in.more()) {
-        String topic = in.str();
-        int n = in.i32();
-        for (int i = 0; i < n; i++) {
-          tps.add(new TopicPartition(topic, in.i32()));
-        }
+        Frames.Reader in = new Frames.Reader(request);
+    List<TopicPartition> tps = new ArrayList<>();
+    while (in.more()) {
+      String topic = in.str();
+      int n = in.i32();
+      for (int i = 0; i < n; i++) {
+        tps.add(new TopicPartition(topic, in.i32()));
       }
-      ListOffsetsResult earliest = list(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED);
-      ListOffsetsResult latest = list(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
-      ListOffsetsResult lso = stable ? list(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED) : null;
-      Frames f = new Frames();
-      for (TopicPartition tp : tps) {
-        short[] error = {0};
-        f.i64(offset(earliest, tp, error)).i64(offset(latest, tp, error))
-            .i64(lso == null ? -1 : offset(lso, tp, error)).i16(error[0]);
-      }
-      return f.done();
-    });
+    }
+    ListOffsetsResult earliest = list(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED);
+    ListOffsetsResult latest = list(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+    ListOffsetsResult lso = stable ? list(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED) : null;
+    Frames f = new Frames();
+    for (TopicPartition tp : tps) {
+      short[] error = {0};
+      f.i64(offset(earliest, tp, error)).i64(offset(latest, tp, error))
+          .i64(lso == null ? -1 : offset(lso, tp, error)).i16(error[0]);
+    }
+    return f.done();
   }
 
   private ListOffsetsResult list(List<TopicPartition> tps, OffsetSpec spec, IsolationLevel isolation) {
@@ -295,25 +282,20 @@ public final class ClusterReads {
 
   /** Create {@code name} unless it exists (true: created); replication is the broker's default. */
   public boolean createTopic(String name, int partitions, boolean compacted) throws Exception {
-    return Context.of(this, () -> {
-      NewTopic topic = new NewTopic(name, java.util.Optional.of(partitions), java.util.Optional.empty());
-      if (compacted) {
-        topic.configs(Map.of("cleanup.policy", "compact"));
-      }
-      try {
-        get(admin.createTopics(List.of(topic)).all());
-        return true;
-      } catch (TopicExistsException e) {
-        return false;
-      }
-    });
+        NewTopic topic = new NewTopic(name, java.util.Optional.of(partitions), java.util.Optional.empty());
+    if (compacted) {
+      topic.configs(Map.of("cleanup.policy", "compact"));
+    }
+    try {
+      get(admin.createTopics(List.of(topic)).all());
+      return true;
+    } catch (TopicExistsException e) {
+      return false;
+    }
   }
 
   /** Closes the client (its connections and threads). */
   public void close() throws Exception {
-    Context.of(this, () -> {
-      admin.close(Duration.ofSeconds(5));
-      return null;
-    });
+    admin.close(Duration.ofSeconds(5));
   }
 }

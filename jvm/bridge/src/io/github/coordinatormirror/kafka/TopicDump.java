@@ -39,14 +39,12 @@ public final class TopicDump {
 
   /** The topic's partition numbers, ascending; an empty array when the topic does not exist. */
   public int[] partitions(String topic) throws Exception {
-    return Context.of(this, () -> {
-      List<PartitionInfo> infos = consumer.partitionsFor(topic);
-      if (infos == null) {
-        return new int[0];
-      }
-      int[] out = infos.stream().mapToInt(PartitionInfo::partition).sorted().toArray();
-      return out;
-    });
+        List<PartitionInfo> infos = consumer.partitionsFor(topic);
+    if (infos == null) {
+      return new int[0];
+    }
+    int[] out = infos.stream().mapToInt(PartitionInfo::partition).sorted().toArray();
+    return out;
   }
 
   /**
@@ -54,29 +52,27 @@ public final class TopicDump {
    * partition, {partition, log start, end} (the end under the isolation level).
    */
   public long[] assign(String topic, int[] partitions) throws Exception {
-    return Context.of(this, () -> {
-      List<TopicPartition> tps = new ArrayList<>();
-      for (int p : partitions) {
-        tps.add(new TopicPartition(topic, p));
+        List<TopicPartition> tps = new ArrayList<>();
+    for (int p : partitions) {
+      tps.add(new TopicPartition(topic, p));
+    }
+    Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+    Map<TopicPartition, Long> starts = consumer.beginningOffsets(tps);
+    List<TopicPartition> open = new ArrayList<>();
+    long[] out = new long[3 * tps.size()];
+    for (int i = 0; i < tps.size(); i++) {
+      TopicPartition tp = tps.get(i);
+      out[3 * i] = tp.partition();
+      out[3 * i + 1] = starts.get(tp);
+      out[3 * i + 2] = ends.get(tp);
+      this.ends.put(tp, ends.get(tp));
+      if (ends.get(tp) > starts.get(tp)) {
+        open.add(tp);
       }
-      Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
-      Map<TopicPartition, Long> starts = consumer.beginningOffsets(tps);
-      List<TopicPartition> open = new ArrayList<>();
-      long[] out = new long[3 * tps.size()];
-      for (int i = 0; i < tps.size(); i++) {
-        TopicPartition tp = tps.get(i);
-        out[3 * i] = tp.partition();
-        out[3 * i + 1] = starts.get(tp);
-        out[3 * i + 2] = ends.get(tp);
-        this.ends.put(tp, ends.get(tp));
-        if (ends.get(tp) > starts.get(tp)) {
-          open.add(tp);
-        }
-      }
-      consumer.assign(open); // a partition with nothing to read is not fetched at all
-      consumer.seekToBeginning(open);
-      return out;
-    });
+    }
+    consumer.assign(open); // a partition with nothing to read is not fetched at all
+    consumer.seekToBeginning(open);
+    return out;
   }
 
   /**
@@ -87,36 +83,31 @@ public final class TopicDump {
    * out, and a partition that reached its end is paused.
    */
   public byte[] poll(long timeoutMs) throws Exception {
-    return Context.of(this, () -> {
-      ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(timeoutMs));
-      List<ConsumerRecord<byte[], byte[]>> kept = new ArrayList<>();
-      for (ConsumerRecord<byte[], byte[]> r : records) {
-        if (r.offset() < ends.get(new TopicPartition(r.topic(), r.partition()))) {
-          kept.add(r);
-        }
+        ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(timeoutMs));
+    List<ConsumerRecord<byte[], byte[]>> kept = new ArrayList<>();
+    for (ConsumerRecord<byte[], byte[]> r : records) {
+      if (r.offset() < ends.get(new TopicPartition(r.topic(), r.partition()))) {
+        kept.add(r);
       }
-      Frames f = new Frames().i32(consumer.assignment().size());
-      List<TopicPartition> done = new ArrayList<>();
-      for (TopicPartition tp : consumer.assignment()) {
-        long position = consumer.position(tp);
-        f.i32(tp.partition()).i64(position);
-        if (position >= ends.get(tp)) {
-          done.add(tp);
-        }
+    }
+    Frames f = new Frames().i32(consumer.assignment().size());
+    List<TopicPartition> done = new ArrayList<>();
+    for (TopicPartition tp : consumer.assignment()) {
+      long position = consumer.position(tp);
+      f.i32(tp.partition()).i64(position);
+      if (position >= ends.get(tp)) {
+        done.add(tp);
       }
-      consumer.pause(done);
-      f.i32(kept.size());
-      for (ConsumerRecord<byte[], byte[]> r : kept) {
-        f.i32(r.partition()).i64(r.offset()).i64(r.timestamp()).bin(r.key()).bin(r.value());
-      }
-      return f.done();
-    });
+    }
+    consumer.pause(done);
+    f.i32(kept.size());
+    for (ConsumerRecord<byte[], byte[]> r : kept) {
+      f.i32(r.partition()).i64(r.offset()).i64(r.timestamp()).bin(r.key()).bin(r.value());
+    }
+    return f.done();
   }
 
   public void close() throws Exception {
-    Context.of(this, () -> {
-      consumer.close(org.apache.kafka.clients.consumer.CloseOptions.timeout(Duration.ofSeconds(5)));
-      return null;
-    });
+    consumer.close(org.apache.kafka.clients.consumer.CloseOptions.timeout(Duration.ofSeconds(5)));
   }
 }
