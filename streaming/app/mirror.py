@@ -194,7 +194,7 @@ class Mirror:
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
             for jar in s.kafka_plugin_jars:  # a session made elsewhere: its tasks load them from here on
-                self.spark.sparkContext.addJar(jar)
+                self.spark.sparkContext._jsc.addJar(jar)
         self._warming = threading.Thread(target=self._warm_workers, name="mirror-warm-up", daemon=True)
         self._warming.start()
         if s.source == "kafka":

@@ -249,7 +249,7 @@ def test_a_vendors_login_module_reaches_every_client(
     assert main(argv) == 5
     assert "AWS_MSK_IAM" in capsys.readouterr().err
 
-    spark.sparkContext.addJar(jar)  # what kafka_plugin_jars does for a session the mirror builds
+    spark.sparkContext._jsc.addJar(jar)  # what kafka_plugin_jars does for a session the mirror builds
     settings = load_settings(**base, kafka_plugin_jars=[jar])
     with pytest.raises(Exception, match="AWS_MSK_IAM") as info:
         spark.read.format("kafka").options(
