@@ -188,13 +188,15 @@ class Mirror:
                 jars=s.spark_jars,
                 packages=s.spark_packages,
                 conf=conf,
-                plugin_jars=s.kafka_plugin_jars,
                 log_format=s.log_format,
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
-            for jar in s.kafka_plugin_jars:  # a session made elsewhere: its tasks load them from here on
-                self.spark.sparkContext._jsc.addJar(jar)
+        for jar in s.kafka_plugin_jars:
+            # ADD JAR: into the session's class loader, through which the source's driver-side
+            # consumer loads the classes its options name, and to the executors (spark.jars would
+            # reach only the executors)
+            self.spark.sql(f"ADD JAR '{jar}'")
         self._warming = threading.Thread(target=self._warm_workers, name="mirror-warm-up", daemon=True)
         self._warming.start()
         if s.source == "kafka":

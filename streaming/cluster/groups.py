@@ -158,14 +158,16 @@ class ClusterClient:
         """Every topic of the cluster the principal may describe (internal ones included)."""
         return {t for t in FrameReader(self._reads.call("topicNames")).strings() if t is not None}
 
-    def topic_ids(self, names: Sequence[str]) -> dict[str, str | None]:
-        """name -> topic id (Kafka's text form), None for a topic gone or not describable."""
+    def topic_ids(self, names: Sequence[str]) -> dict[str, tuple[str | None, int]]:
+        """name -> (topic id in Kafka's text form or None, Kafka's error code or 0): a topic the
+        principal may not Describe answers TOPIC_AUTHORIZATION_FAILED, a deleted one
+        UNKNOWN_TOPIC_OR_PARTITION (Metadata's topic list leaves both out alike)."""
         answer = FrameReader(self._reads.call("topicIds", frame_strings(list(names))))
-        out: dict[str, str | None] = {}
+        out: dict[str, tuple[str | None, int]] = {}
         for _ in range(answer.i32()):
-            name, tid = answer.text(), answer.text()
+            name, tid, error = answer.text(), answer.text(), answer.i16()
             if name is not None:
-                out[name] = tid
+                out[name] = (tid, error)
         return out
 
     def may_list_every_group(self) -> bool:

@@ -46,7 +46,7 @@ class OffsetReader:
         names = sorted(topics)
         if not names:
             return 0
-        for name, tid in self.client.topic_ids(names).items():
+        for name, (tid, _error) in self.client.topic_ids(names).items():
             if tid is not None:
                 # Kafka's text already (Uuid.toString()); canonical_uuid is the one place any
                 # client's other form would be converted
@@ -71,14 +71,20 @@ class OffsetReader:
                 self.names = {tid: n for tid, n in self.names.items() if n in existing}
             requests += self._describe(todo)
             wanted = list(wanted)
+            subscribed = list(subscribed)
+            # Metadata lists neither a deleted topic nor one the principal may not Describe: ask
+            # for the unseen ones by name, which tells the two apart (never "deleted" for an ACL)
+            unseen = sorted(
+                {t for t, _ in wanted if t not in existing} | {t for t in subscribed if t not in existing}
+            )
+            states = self.client.topic_ids(unseen) if unseen else {}
+            requests += 1 if unseen else 0
+            denied = {t for t, (_tid, error) in states.items() if error == TOPIC_AUTHORIZATION_FAILED}
+            missing = frozenset(t for t in unseen if t not in denied)
             by_topic: dict[str, list[int]] = {}
             for t, p in sorted({(t, p) for t, p in wanted if t in existing}):
                 by_topic.setdefault(t, []).append(p)
-            missing = frozenset(t for t, _ in wanted if t not in existing) | frozenset(
-                t for t in subscribed if t not in existing
-            )
             parts: dict[Tp, PartitionEnds] = {}
-            denied: set[str] = set()
             if by_topic:
                 requests += 3
                 for tp, o in self.client.list_offsets(by_topic).items():

@@ -224,14 +224,12 @@ def build_session(
     packages: str | None = None,
     conf: Mapping[str, str] | None = None,
     log_level: str = "WARN",
-    plugin_jars: Sequence[str] = (),
     log_format: str = "text",
 ) -> SparkSession:
     """Create (or return the active) SparkSession with the connector and the mirror's settings.
 
     ``jars`` are local connector jars (default: the ones `make jars` resolved for this pyspark);
-    ``packages`` is the ``spark.jars.packages`` alternative that resolves through Ivy instead;
-    ``plugin_jars`` hold Kafka client plugins the source's options name (added either way).
+    ``packages`` is the ``spark.jars.packages`` alternative that resolves through Ivy instead.
     """
     # Python workers must run this interpreter (same venv, same pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -243,13 +241,11 @@ def build_session(
     settings = dict(BASE_CONF)
     if packages:
         settings["spark.jars.packages"] = packages
-        if plugin_jars:
-            settings["spark.jars"] = ",".join(plugin_jars)
     else:
         if jars is None:
             jars = spark_kafka_jars()
         check_connector(jars)
-        settings["spark.jars"] = ",".join([*jars, *plugin_jars])
+        settings["spark.jars"] = ",".join(jars)
     settings.update(conf or {})
     starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     if SparkContext._active_spark_context is None:

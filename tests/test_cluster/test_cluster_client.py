@@ -71,7 +71,7 @@ def test_topic_ids_are_kafkas_text_form(client: Any, lab: Any) -> None:
     described = client.describe_topic(topic)
     assert described is not None and described[1:] == (2, 0)
     ids = client.topic_ids([topic, "no-such-topic"])
-    assert ids == {topic: described[0], "no-such-topic": None}
+    assert ids == {topic: (described[0], 0), "no-such-topic": (None, 3)}  # UNKNOWN_TOPIC_OR_PARTITION
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", described[0])
 
 

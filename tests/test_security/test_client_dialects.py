@@ -249,10 +249,75 @@ def test_a_vendors_login_module_reaches_every_client(
     assert main(argv) == 5
     assert "AWS_MSK_IAM" in capsys.readouterr().err
 
-    spark.sparkContext._jsc.addJar(jar)  # what kafka_plugin_jars does for a session the mirror builds
+    spark.sql(f"ADD JAR '{jar}'")  # what Mirror.start does with kafka_plugin_jars
     settings = load_settings(**base, kafka_plugin_jars=[jar])
     with pytest.raises(Exception, match="AWS_MSK_IAM") as info:
         spark.read.format("kafka").options(
             **kafka_options(settings, [0]), endingOffsets="latest"
         ).load().count()
     assert "ClassNotFoundException" not in str(info.value)
+
+
+def test_the_docs_helm_example_for_sasl_ssl_connects(
+    kafka: Any, security: Security, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/kubernetes.md's SASL_SSL example, rendered by the chart as a user would install it, with
+    its Secrets given real values (a SCRAM user's JAAS line, a PKCS12 trust store and its password)
+    and its mounted file at the path the chart mounts it: the application loads the rendered
+    settings, its start-up checks pass, and its Kafka client reaches the secured broker."""
+    import re
+
+    import yaml
+
+    from streaming.cluster.groups import ClusterClient
+    from streaming.cluster.jvm import Jvm
+    from streaming.settings import load_settings
+    from tests.test_helm.conftest import REPO, Helm
+    from tests.test_helm.test_chart import _container
+
+    doc = (REPO / "docs" / "kubernetes.md").read_text()
+    section = doc.split("## Secrets", 1)[1]
+    example = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert example is not None and "kafkaSecretOptions" in example.group(1)
+    values = tmp_path / "example.yaml"
+    values.write_text(example.group(1))
+    rendered = Helm().render(values, sets=[f"settings.bootstrap_servers={kafka.sasl_bootstrap}"])
+
+    user, password = _user(security, kafka, "SASL_SSL", "helm")
+    security.grant(user, readme_acls("unused-events", "unused-offsets"))
+    store, store_password = kafka.pki.truststore("PKCS12", "keystore-Secret-0")
+    secrets = {
+        ("kafka-client", "sasl.jaas.config"): kafka.client_options("SASL_SSL", user, password)[
+            "sasl.jaas.config"
+        ],
+        ("kafka-truststore", "password"): store_password,
+    }
+    mounts = {"/etc/coordinator-mirror/secrets/kafka-truststore/truststore.p12": str(store)}
+    settings_file = tmp_path / "settings.yaml"
+    text = rendered.settings_yaml()
+    for path, real in mounts.items():
+        assert path in text
+        text = text.replace(path, real)  # the Secret mounted where the chart mounts it
+    settings_file.write_text(text)
+    for name in [n for n in __import__("os").environ if n.startswith("CM_")]:
+        monkeypatch.delenv(name)
+    for var in _container(rendered)["env"]:
+        if "secretKeyRef" in var.get("valueFrom", {}):
+            ref = var["valueFrom"]["secretKeyRef"]
+            monkeypatch.setenv(var["name"], secrets[(ref["name"], ref["key"])])
+        elif var["name"].startswith("CM_") and "value" in var:
+            monkeypatch.setenv(var["name"], str(var["value"]))
+    settings = load_settings(config_file=str(settings_file))
+    assert (
+        yaml.safe_load(example.group(1))["settings"]["kafka_options"].items()
+        <= settings.kafka_options.items()
+    )
+    settings.check_client_files()
+    jvm = Jvm.launch(java_options=settings.kafka_java_options())
+    client = ClusterClient(jvm, settings.bootstrap_servers or "", settings.kafka_options)
+    try:
+        assert client.cluster_id() == kafka.cluster_id
+        assert client.topic_partitions("__consumer_offsets")
+    finally:
+        client.close()
+        jvm.close()

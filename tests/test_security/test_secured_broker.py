@@ -102,8 +102,16 @@ def test_mirror_runs_with_exactly_the_readme_acls(
         lag_interval_s=1.0, reconcile_interval_s=1.0,
     )  # fmt: skip
 
+    group = scenarios["classic_range"].group.group_id
+    seen_at: list[int] = []
+
     def live_lag_round_and_reconcile_attempt(m: Any) -> bool:
-        return _live(m) and m.lag.rounds >= 2 and bool(m.store.status.reconcile_rounds)
+        """Live, the group in the lag tracker and a round of log offsets since, and a
+        reconciliation attempted."""
+        if not _live(m) or m.lag.view(group) is None:
+            return False
+        seen_at[:] = seen_at or [m.lag.rounds]
+        return m.lag.rounds > seen_at[0] and bool(m.store.status.reconcile_rounds)
 
     code, mirror = _serve(settings, spark, done=live_lag_round_and_reconcile_attempt)
     assert code == 0
@@ -112,9 +120,9 @@ def test_mirror_runs_with_exactly_the_readme_acls(
     after = {t: security.count_records(t) for t in outputs}
     assert all(after[t] > before[t] for t in outputs), (before, after)
     # the optional features without their ACLs say so -- never a silent null or a wrong answer
-    group = scenarios["classic_range"].group.group_id
     status, body = mirror._lag_route(f"/groups/{group}/lag")
     assert status == 200 and set(body["denied_topics"]) == set(scenarios["classic_range"].topics), body
+    assert body["deleted_topics"] == [], body  # invisible to this principal is not deleted
     assert all(p["end_offset"] is None for p in body["partitions"])
     exposition = mirror.metrics_exposition()[0].decode()
     assert f'coordinator_mirror_topic_not_authorized{{cluster_name="default",group="{group}"' in exposition

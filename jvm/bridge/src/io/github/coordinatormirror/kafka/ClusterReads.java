@@ -109,7 +109,7 @@ public final class ClusterReads {
    * operation names), or null when the cluster runs no authorizer (everything is allowed).
    */
   public String clusterOperations() throws Exception {
-        java.util.Set<org.apache.kafka.common.acl.AclOperation> ops = get(admin.describeCluster(
+    java.util.Set<org.apache.kafka.common.acl.AclOperation> ops = get(admin.describeCluster(
         new DescribeClusterOptions().includeAuthorizedOperations(true).timeoutMs(timeoutMs))
         .authorizedOperations());
     if (ops == null) {
@@ -127,7 +127,7 @@ public final class ClusterReads {
    * exist; a topic the principal may not describe raises TopicAuthorizationException.
    */
   public String describeTopic(String topic) throws Exception {
-        TopicDescription d;
+    TopicDescription d;
     try {
       d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(timeoutMs))
           .topicNameValues().get(topic));
@@ -145,7 +145,7 @@ public final class ClusterReads {
 
   /** One configuration value of a topic (null when the broker does not name it). */
   public String topicConfig(String topic, String name) throws Exception {
-        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
     Config config = get(admin.describeConfigs(List.of(res), new DescribeConfigsOptions().timeoutMs(timeoutMs))
         .values().get(res));
     ConfigEntry entry = config.get(name);
@@ -159,7 +159,7 @@ public final class ClusterReads {
    * Errors: a broker that did not answer, one still loading a coordinator partition.
    */
   public String listGroups() throws Exception {
-        ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
+    ListGroupsResult result = admin.listGroups(new ListGroupsOptions().timeoutMs(timeoutMs));
     Collection<Throwable> errors = get(result.errors());
     Collection<GroupListing> groups = get(result.valid());
     StringBuilder out = new StringBuilder(64 + 48 * groups.size()).append("{\"errors\":[");
@@ -184,7 +184,7 @@ public final class ClusterReads {
 
   /** Every topic's name, internal ones included: i32 count, names. */
   public byte[] topicNames() throws Exception {
-        Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(timeoutMs))
+    Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(timeoutMs))
         .names());
     Frames f = new Frames().i32(names.size());
     names.forEach(f::str);
@@ -193,11 +193,12 @@ public final class ClusterReads {
 
   /**
    * Topic ids ({@link Uuid#toString}: Kafka's URL-safe base64, the form the coordinator's records
-   * carry) of the topics named in {@code request} (i32 count, names): per name, in order, the name
-   * and its id, or null when the topic is gone or may not be described.
+   * carry) of the topics named in {@code request} (i32 count, names): per name, in order, the name,
+   * its id (null when there is none to give) and an error code (Kafka's; 0 for none): a topic the
+   * principal may not Describe is TOPIC_AUTHORIZATION_FAILED, not gone -- Metadata leaves both out.
    */
   public byte[] topicIds(byte[] request) throws Exception {
-        Frames.Reader in = new Frames.Reader(request);
+    Frames.Reader in = new Frames.Reader(request);
     int n = in.i32();
     List<String> names = new ArrayList<>(n);
     List<String> valid = new ArrayList<>(n);
@@ -217,14 +218,19 @@ public final class ClusterReads {
     Frames f = new Frames().i32(n);
     for (String name : names) {
       String id = null;
-      try {
-        KafkaFuture<TopicDescription> future = futures.get(name);
-        Uuid uuid = future == null ? null : get(future).topicId();
-        id = uuid == null ? null : uuid.toString();
-      } catch (Exception e) {
-        // deleted in between, or not ours to describe: no name for this id this round
+      short error = 0;
+      KafkaFuture<TopicDescription> future = futures.get(name);
+      if (future == null) {
+        error = Errors.INVALID_TOPIC_EXCEPTION.code();
+      } else {
+        try {
+          Uuid uuid = get(future).topicId();
+          id = uuid == null ? null : uuid.toString();
+        } catch (Exception e) {
+          error = Errors.forException(e).code(); // gone, or not ours to describe
+        }
       }
-      f.str(name).str(id);
+      f.str(name).str(id).i16(error);
     }
     return f.done();
   }
@@ -236,7 +242,7 @@ public final class ClusterReads {
    * per spec, each grouped by leader by the client, all three in flight together.
    */
   public byte[] listOffsets(byte[] request, boolean stable) throws Exception {
-        Frames.Reader in = new Frames.Reader(request);
+    Frames.Reader in = new Frames.Reader(request);
     List<TopicPartition> tps = new ArrayList<>();
     while (in.more()) {
       String topic = in.str();
@@ -282,7 +288,7 @@ public final class ClusterReads {
 
   /** Create {@code name} unless it exists (true: created); replication is the broker's default. */
   public boolean createTopic(String name, int partitions, boolean compacted) throws Exception {
-        NewTopic topic = new NewTopic(name, java.util.Optional.of(partitions), java.util.Optional.empty());
+    NewTopic topic = new NewTopic(name, java.util.Optional.of(partitions), java.util.Optional.empty());
     if (compacted) {
       topic.configs(Map.of("cleanup.policy", "compact"));
     }
