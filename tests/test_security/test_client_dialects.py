@@ -308,10 +308,10 @@ def test_the_docs_helm_example_for_sasl_ssl_connects(
         elif var["name"].startswith("CM_") and "value" in var:
             monkeypatch.setenv(var["name"], str(var["value"]))
     settings = load_settings(config_file=str(settings_file))
-    assert (
-        yaml.safe_load(example.group(1))["settings"]["kafka_options"].items()
-        <= settings.kafka_options.items()
-    )
+    given = {
+        k: mounts.get(v, v) for k, v in yaml.safe_load(example.group(1))["settings"]["kafka_options"].items()
+    }
+    assert given.items() <= settings.kafka_options.items()  # the example's options, as the pod sees them
     settings.check_client_files()
     jvm = Jvm.launch(java_options=settings.kafka_java_options())
     client = ClusterClient(jvm, settings.bootstrap_servers or "", settings.kafka_options)
