@@ -126,13 +126,26 @@ $(JARS_DIR)/tools-%/.complete: $(wildcard jvm/tools/src/*.java) $(JARS_DIR)/kafk
 	javac -d $(JARS_DIR)/tools-$* -cp '$(JARS_DIR)/kafka-$*/*' jvm/tools/src/*.java
 	@touch $@
 
+# MIT Kerberos (Debian's krb5-kdc, krb5-admin-server): the test broker's GSSAPI listener runs a KDC
+# of its own (lab/kdc.py: krb5kdc, kdb5_util, kadmin.local in a temp dir); the system's KDC services
+# the packages install are not used, so they are disabled.
+KDC_TOOLS := krb5kdc kdb5_util kadmin.local
+
 .PHONY: tools
-tools: ## Debian's prometheus (promtool), if missing
+tools: ## Debian's prometheus (promtool) and MIT Kerberos KDC tools (krb5-kdc, krb5-admin-server), if missing
 	@command -v promtool >/dev/null || { \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	    $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; }
 	@promtool --version | head -1
+	@export PATH="$$PATH:/usr/sbin:/sbin"; \
+	for t in $(KDC_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
+	[ -z "$${missing:-}" ] || { \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends krb5-kdc krb5-admin-server >/dev/null; \
+	    $$SUDO systemctl disable --now krb5-kdc krb5-admin-server >/dev/null 2>&1 || true; }; \
+	for t in $(KDC_TOOLS); do command -v $$t >/dev/null || { echo "$$t not found after installing krb5-kdc krb5-admin-server" >&2; exit 1; }; done
+	@dpkg-query -W -f '$${Package} $${Version}\n' krb5-kdc krb5-admin-server 2>/dev/null || true
 
 # -- Kubernetes: chart and image checks (tests/test_helm) ------------------------------------------
 # Everything lands in .tools/ (git-ignored) from the registries this project reaches: helm and

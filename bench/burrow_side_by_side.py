@@ -42,9 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.broker import _free_port  # noqa: E402
 from lab.burrow_scenarios import CHECK_TICK, Scenario, ScenarioRun, by_name, passes_through  # noqa: E402
 from lab.mirror_process import MirrorProcess  # noqa: E402
+from lab.proc import free_port as _free_port  # noqa: E402
 
 CLUSTER = "local"
 INTERVALS = 10

@@ -59,7 +59,8 @@ def restart_broker(broker: Any) -> float:
     """Controlled stop, then the same ``server.properties`` on the same data directory again."""
     import subprocess
 
-    from lab.broker import LocalKafka, _set_pdeathsig
+    from lab.broker import LocalKafka
+    from lab.proc import set_pdeathsig as _set_pdeathsig
 
     started = time.monotonic()
     broker.stop()

@@ -984,7 +984,8 @@ def health() -> dict[str, Any]:
                 )
             ],
             "Rounds comparing the mirrored groups with the coordinators' ListGroups, by outcome; "
-            "not_authorized: the principal may not Describe the cluster, so no round runs (docs/security.md).",
+            "not_authorized: the principal may not Describe the cluster, so no round runs "
+            "(docs/security.md).",
         ),
         row("Micro-batches"),
         timeseries(

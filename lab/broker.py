@@ -8,7 +8,8 @@ or killed.  On Linux the JVM also receives SIGKILL if the Python process that st
 
 With ``BrokerSettings(secured=True)`` the broker also listens with SASL_SSL (SCRAM-SHA-512 and
 OAUTHBEARER with Kafka's unsecured JWTs), OIDC (SASL_SSL with OAUTHBEARER tokens from a token
-endpoint, `lab.oidc`, verified against its JWKS) and SSL (mutual TLS) beside PLAINTEXT, with
+endpoint, `lab.oidc`, verified against its JWKS), KERBEROS (SASL_SSL with GSSAPI: principals of a KDC
+of its own, `lab.kdc`) and SSL (mutual TLS) beside PLAINTEXT, with
 certificates made at start (`lab.pki`), a SCRAM super user ``admin`` written into the storage at
 format time (``--add-scram``), and Kafka's StandardAuthorizer on.  PLAINTEXT clients are the
 principal ``User:ANONYMOUS``, which is a super user: every test that speaks PLAINTEXT keeps full
@@ -22,11 +23,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,8 +35,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab.kdc import Kdc
 from lab.oidc import OidcServer
 from lab.pki import KeyPair, Pki
+from lab.proc import free_port as _free_port
+from lab.proc import set_pdeathsig as _set_pdeathsig
 from streaming.jars import kafka_classpath, kafka_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -51,6 +53,10 @@ SCRAM_MECHANISM = "SCRAM-SHA-512"
 OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 #: the client's callback handler that fetches tokens from a token endpoint (KIP-768)
 OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+#: the Kerberos service name of the broker (its principal is kafka/<host>@REALM) and that host: the
+#: name clients connect to -- what the KERBEROS listener advertises -- and find the principal by
+KERBEROS_SERVICE = "kafka"
+KERBEROS_HOST = "localhost"
 
 
 class BrokerStartError(RuntimeError):
@@ -75,7 +81,8 @@ class BrokerSettings:
     group_consumer_min_session_timeout_ms: int = 1000
     group_consumer_session_timeout_ms: int = 6000
     heap: str = "768m"
-    #: SASL_SSL (SCRAM-SHA-512) and SSL (mTLS) listeners, the StandardAuthorizer (see module doc)
+    #: SASL_SSL (SCRAM-SHA-512, OAUTHBEARER), OIDC, KERBEROS and SSL (mTLS) listeners, the
+    #: StandardAuthorizer (see module doc)
     secured: bool = False
     #: any other server.properties entry, verbatim
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -84,22 +91,8 @@ class BrokerSettings:
         return replace(self, **changes)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _major(version: str) -> int:
     return int(version.split(".", 1)[0])
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _admin(bootstrap: str) -> Any:
@@ -123,7 +116,15 @@ def _kill_leftovers() -> None:
 class LocalKafka:
     """A broker process.  ``with LocalKafka(settings) as kafka: kafka.bootstrap`` ..."""
 
-    def __init__(self, settings: BrokerSettings | None = None, workdir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: BrokerSettings | None = None,
+        workdir: str | Path | None = None,
+        *,
+        kdc: Kdc | None = None,
+    ) -> None:
+        """``kdc``: the KDC of a secured broker's KERBEROS listener, not started yet -- for a caller
+        that chooses where its ``krb5.conf`` will be (default: ``<workdir>/kdc``)."""
         self.settings = settings or BrokerSettings()
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cm-kafka-"))
@@ -133,6 +134,8 @@ class LocalKafka:
         self.ssl_port = 0
         self.oidc_port = 0
         self.oidc: OidcServer | None = None
+        self.kerberos_port = 0
+        self.kdc: Kdc | None = kdc
         self.process: subprocess.Popen[bytes] | None = None
         self.cluster_id = ""
         self.pki: Pki | None = None
@@ -166,13 +169,22 @@ class LocalKafka:
             raise RuntimeError("broker not started with secured=True")
         return f"127.0.0.1:{self.oidc_port}"
 
+    @property
+    def kerberos_bootstrap(self) -> str:
+        """The KERBEROS listener (SASL_SSL, GSSAPI with principals of `kdc`) of a secured broker,
+        by the host name its principal names (``kafka/localhost``)."""
+        if not self.kerberos_port:
+            raise RuntimeError("broker not started with secured=True")
+        return f"{KERBEROS_HOST}:{self.kerberos_port}"
+
     def bootstrap_of(self, listener: str) -> str:
-        """The address of ``listener``: PLAINTEXT, SASL_SSL (also OAUTHBEARER), OIDC or SSL."""
+        """The address of ``listener``: PLAINTEXT, SASL_SSL (also OAUTHBEARER), OIDC, GSSAPI or SSL."""
         return {
             "PLAINTEXT": self.bootstrap,
             "SASL_SSL": self.sasl_bootstrap,
             "OAUTHBEARER": self.sasl_bootstrap,
             "OIDC": self.oidc_bootstrap,
+            "GSSAPI": self.kerberos_bootstrap,
             "SSL": self.ssl_bootstrap,
         }[listener]
 
@@ -242,14 +254,20 @@ class LocalKafka:
     def _secured_properties(self) -> dict[str, str]:
         assert self.pki is not None
         assert self.oidc is not None
+        assert self.kdc is not None
         plain = f"PLAINTEXT://127.0.0.1:{self.port}"
         sasl, ssl = f"SASL_SSL://127.0.0.1:{self.sasl_port}", f"SSL://127.0.0.1:{self.ssl_port}"
         oidc = f"OIDC://127.0.0.1:{self.oidc_port}"
+        # bound to loopback, advertised by the host name of the broker's principal
+        krb, krb_advertised = (
+            f"KERBEROS://127.0.0.1:{self.kerberos_port}",
+            f"KERBEROS://{self.kerberos_bootstrap}",
+        )
         return {
-            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{sasl},{ssl},{oidc}",
-            "advertised.listeners": f"{plain},{sasl},{ssl},{oidc}",
+            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{sasl},{ssl},{oidc},{krb}",
+            "advertised.listeners": f"{plain},{sasl},{ssl},{oidc},{krb_advertised}",
             "listener.security.protocol.map": (
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OIDC:SASL_SSL"
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OIDC:SASL_SSL,KERBEROS:SASL_SSL"
             ),
             "sasl.enabled.mechanisms": f"{SCRAM_MECHANISM},OAUTHBEARER",
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
@@ -265,6 +283,14 @@ class LocalKafka:
             ),
             "sasl.oauthbearer.jwks.endpoint.url": self.oidc.jwks_url,
             "sasl.oauthbearer.expected.audience": self.oidc.audience,
+            # Kerberos: the broker logs in as kafka/localhost@REALM from its keytab; a client
+            # principal of the KDC's (default) realm is User:<its first component>
+            # (sasl.kerberos.principal.to.local.rules=DEFAULT)
+            "listener.name.kerberos.sasl.enabled.mechanisms": "GSSAPI",
+            "listener.name.kerberos.gssapi.sasl.jaas.config": self.kdc.jaas(
+                f"{KERBEROS_SERVICE}/{KERBEROS_HOST}"
+            ),
+            "sasl.kerberos.service.name": KERBEROS_SERVICE,
             "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": str(self.pki.dir / "broker.p12"),
             "ssl.keystore.password": KEYSTORE_PASSWORD,
@@ -291,7 +317,8 @@ class LocalKafka:
         """Java client options (Spark's Kafka source, ``--kafka-options``) for ``user`` on a
         secured listener: ``SASL_SSL`` (SCRAM ``password``), ``OAUTHBEARER`` (the SASL_SSL listener
         with an unsecured JWT whose sub is ``user``), ``OIDC`` (client ``user`` with secret
-        ``password`` at the token endpoint, registered here) or ``SSL`` (``user``'s certificate,
+        ``password`` at the token endpoint, registered here), ``GSSAPI`` (Kerberos principal
+        ``user@REALM`` of `kdc`, made here, its key in a keytab) or ``SSL`` (``user``'s certificate,
         issued by `client_cert`, in a ``keystore`` of type PKCS12, JKS or PEM).  The trust store
         holding the broker's CA is a ``truststore`` of type PEM, PKCS12 or JKS."""
         assert self.pki is not None and self.oidc is not None
@@ -325,6 +352,15 @@ class LocalKafka:
                 "sasl.jaas.config": (
                     f'{OAUTH_LOGIN_MODULE} required clientId="{user}" clientSecret="{password}";'
                 ),
+            }
+        if listener == "GSSAPI":
+            assert self.kdc is not None
+            return {
+                **common,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "GSSAPI",
+                "sasl.kerberos.service.name": KERBEROS_SERVICE,
+                "sasl.jaas.config": self.kdc.jaas(user),
             }
         pair = self.client_cert(user)
         return {**common, "security.protocol": "SSL", **self.pki.keystore_options(pair, keystore)}
@@ -366,6 +402,8 @@ class LocalKafka:
             cmd.append(f"-Dlog4j2.configurationFile={log4j}")
         if self.oidc is not None:  # Kafka 4 allows no token or JWKS URL it is not told of
             cmd.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oidc.jwks_url}")
+        if self.kdc is not None:  # the realm and its KDC
+            cmd.append(f"-Djava.security.krb5.conf={self.kdc.krb5_conf}")
         cmd += ["-Djava.awt.headless=true", "-cp", kafka_classpath(self.settings.kafka_version), *args]
         return cmd
 
@@ -398,11 +436,14 @@ class LocalKafka:
             self.port, self.controller_port = _free_port(), _free_port()
             if self.settings.secured:
                 self.sasl_port, self.ssl_port, self.oidc_port = _free_port(), _free_port(), _free_port()
+                self.kerberos_port = _free_port()
                 if self.pki is None:
                     self.pki = Pki(self.workdir / "pki")
                     self.pki.issue("broker", KEYSTORE_PASSWORD, server=True)
                 if self.oidc is None:  # before the broker: it reads the JWKS at start
                     self.oidc = OidcServer(self.workdir / "oidc").start()
+                # before the broker: it logs in at start
+                self.kdc = (self.kdc or Kdc(self.workdir / "kdc")).start()
             if self.data_dir.exists():
                 shutil.rmtree(self.data_dir)
             server, log4j = self._write_configs()
@@ -534,6 +575,9 @@ class LocalKafka:
         if self.oidc is not None:
             self.oidc.stop()
             self.oidc = None
+        if self.kdc is not None:
+            self.kdc.stop()
+            self.kdc = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.broker import _free_port, _set_pdeathsig
+from lab.proc import free_port as _free_port
+from lab.proc import set_pdeathsig as _set_pdeathsig
 from lab.spark_cluster import rss_bytes
 
 COMMIT_RECORD_TYPES = frozenset({0, 1})

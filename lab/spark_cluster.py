@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.broker import _free_port, _set_pdeathsig
+from lab.proc import free_port as _free_port
+from lab.proc import set_pdeathsig as _set_pdeathsig
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 

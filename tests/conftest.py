@@ -47,14 +47,24 @@ def kafka_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Iterator[Any]:
+def krb5_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session broker's KDC (`lab.kdc`) writes its ``krb5.conf``: chosen before anything
+    starts, so that the session's Spark driver is told as a user tells theirs -- with
+    ``-Djava.security.krb5.conf`` in ``spark.driver.extraJavaOptions`` -- while the KDC starts with
+    the broker (a JVM reads the file at its first Kerberos login)."""
+    return tmp_path_factory.mktemp("kerberos") / "krb5.conf"
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, krb5_conf: Path) -> Iterator[Any]:
     """The test session's broker (newest 4.x), 5 partitions of __consumer_offsets.
 
-    Secured too (`lab.broker`: SASL_SSL/SCRAM and mTLS listeners, the StandardAuthorizer): the
-    tests of tests/test_security use those listeners; every other test speaks PLAINTEXT as the
-    super user ANONYMOUS, so one broker serves the whole run."""
+    Secured too (`lab.broker`: SASL_SSL/SCRAM, OAUTHBEARER, OIDC, Kerberos and mTLS listeners, the
+    StandardAuthorizer): the tests of tests/test_security use those listeners; every other test
+    speaks PLAINTEXT as the super user ANONYMOUS, so one broker serves the whole run."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
     from lab.broker import BrokerSettings, LocalKafka
+    from lab.kdc import Kdc, KdcError, find_tools
     from streaming.jars import MissingArtifactsError, kafka_dir
 
     try:
@@ -62,12 +72,18 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) -> Itera
     except MissingArtifactsError as exc:
         pytest.fail(str(exc), pytrace=False)
     require(shutil.which("openssl") is not None, "openssl on PATH (the secured listeners' certificates)")
+    try:
+        find_tools()
+    except KdcError as exc:
+        require(False, f"a Kerberos KDC for the GSSAPI listener: {exc}")
+    kdc = Kdc(krb5_conf.parent)
+    assert kdc.krb5_conf == krb5_conf
     broker = LocalKafka(
-        BrokerSettings(kafka_version=kafka_version, secured=True), tmp_path_factory.mktemp("kafka")
+        BrokerSettings(kafka_version=kafka_version, secured=True), tmp_path_factory.mktemp("kafka"), kdc=kdc
     )
     broker.start()
     yield broker
-    broker.stop()
+    broker.cleanup()  # the broker, its token endpoint and its KDC
 
 
 @pytest.fixture(scope="session")
@@ -116,8 +132,9 @@ def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios
 
 # ------------------------------------------------------------------------------------------- Spark
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One local[2] Spark session with the Kafka connector for the whole run."""
+def spark(tmp_path_factory: pytest.TempPathFactory, krb5_conf: Path) -> Iterator[Any]:
+    """One local[2] Spark session with the Kafka connector for the whole run (its JVM told where the
+    session's Kerberos realm is, as docs/security.md tells users to)."""
     require(shutil.which("java") is not None, "java 17+ on PATH")
     from streaming.jars import MissingArtifactsError
     from streaming.pipeline.session import build_session
@@ -131,6 +148,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 "spark.ui.enabled": "false",
                 "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
                 "spark.driver.memory": "2g",
+                "spark.driver.extraJavaOptions": f"-Djava.security.krb5.conf={krb5_conf}",
+                "spark.executor.extraJavaOptions": f"-Djava.security.krb5.conf={krb5_conf}",
             },
         )
     except MissingArtifactsError as exc:

@@ -110,6 +110,20 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         "TLS handshake failed: the broker refused the connection's certificate ({detail}). Check the "
         "client keystore (ssl.keystore.*): it must be signed by a CA the broker trusts and not expired.",
     ),
+    # Kerberos before the other SASL failures: its login fails in the client (a LoginException), and
+    # the usual cause is what the JVM knows of the realm, not the credentials alone
+    Cause(
+        "kerberos",
+        r"Cannot locate (?:KDC|default realm)|Cannot get kdc for realm|krb5\.conf loading failed"
+        r"|(?:Client|Server) not found in Kerberos database|Clock skew too great"
+        r"|Pre-authentication information was invalid|Integrity check on decrypted field failed"
+        r"|Unable to obtain password from user|client is being asked for a password|KrbException",
+        EXIT_AUTHENTICATION,
+        "Kerberos (GSSAPI) login failed ({detail}). Check sasl.jaas.config (the principal, and a keyTab "
+        "holding its key), sasl.kerberos.service.name (the broker's principal is "
+        "<service name>/<broker host>), and that every JVM of the mirror reads the realm's krb5.conf: "
+        "/etc/krb5.conf, or -Djava.security.krb5.conf=<file> in kafka_client_java_options.",
+    ),
     Cause(
         "authentication",
         r"SaslAuthenticationException|SASL authentication error|Authentication failed"

@@ -2,7 +2,8 @@
 works, with the same options given once, for every part of the mirror that talks to Kafka.
 
 Each case runs, against the session broker's secured listeners, with certificates and stores made
-at test time (openssl, keytool) and tokens from a local OIDC endpoint (`lab.oidc`):
+at test time (openssl, keytool), tokens from a local OIDC endpoint (`lab.oidc`) and Kerberos
+principals of a local KDC (`lab.kdc`, MIT krb5):
 
 * the driver's reads -- cluster id, the coordinators' groups, log offsets, a lag round -- through
   Kafka's Admin client in the Spark driver's JVM, as ``run`` opens it;
@@ -43,6 +44,7 @@ CASES = [
     ("SSL", {"truststore": "PEM", "keystore": "PEM"}),
     ("OAUTHBEARER", {"truststore": "PEM"}),
     ("OIDC", {"truststore": "JKS"}),
+    ("GSSAPI", {"truststore": "PKCS12"}),
 ]
 
 #: what a user running every feature needs beyond the required rows (docs/security.md): Describe on
@@ -73,6 +75,7 @@ def outputs(security: Security) -> tuple[str, str]:
 def test_every_part_speaks_the_same_options(
     listener: str, stores: dict[str, str], *, kafka: Any, spark: Any, scenarios: Any,
     security: Security, outputs: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     from state.events import DriftSuspected
     from streaming.app.cli import main
@@ -92,9 +95,12 @@ def test_every_part_speaks_the_same_options(
 
     # the driver's reads, in a client JVM as `run` opens them -- first, as `run` does: Spark's
     # source below logs in after it (two kafka-clients versions in one JVM broke exactly that)
+    # (Kerberos: every client JVM is told where the realm is -- kafka_client_java_options here and
+    # for capture, the session's Spark driver by spark.driver.extraJavaOptions, tests/conftest.py)
+    java_options = [f"-Djava.security.krb5.conf={kafka.kdc.krb5_conf}"] if listener == "GSSAPI" else []
     settings = load_settings(
         bootstrap_servers=bootstrap, kafka_options=options, events_topic=outputs[0],
-        checkpoint_location=str(tmp_path / "checkpoint"),
+        checkpoint_location=str(tmp_path / "checkpoint"), kafka_client_java_options=java_options,
     )  # fmt: skip
     jvm = Jvm.launch(java_options=settings.kafka_java_options(), quick_start=False)
     client = ClusterClient(jvm, bootstrap, options)
@@ -129,10 +135,22 @@ def test_every_part_speaks_the_same_options(
     # capture, every option (secrets included) from the environment
     monkeypatch.setenv("CM_KAFKA_OPTIONS", json.dumps(options))
     out = tmp_path / "capture.jsonl"
-    assert main(["capture", "--bootstrap-servers", bootstrap, "--out", str(out), "--timeout", "30"]) == 0
+    argv = ["capture", "--bootstrap-servers", bootstrap, "--out", str(out), "--timeout", "30"]
+    if java_options:
+        # a JVM that does not know the realm (no krb5.conf, or the system's, of another realm):
+        # one line naming the cause and the setting
+        capsys.readouterr()
+        assert main(argv) == 5
+        err = capsys.readouterr().err
+        assert "Kerberos (GSSAPI) login failed" in err and "kafka_client_java_options" in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        monkeypatch.setenv("CM_KAFKA_CLIENT_JAVA_OPTIONS", json.dumps(java_options))
+    assert main(argv) == 0
     assert sum(1 for _ in out.open()) > 100
     if listener == "OIDC":
         assert kafka.oidc.issued.get(user, 0) >= 3  # the driver, Spark's consumers and capture logged in
+    if listener == "GSSAPI":  # the same three, each with a ticket for the broker from the KDC
+        assert kafka.kdc.tickets(user, "kafka/localhost") >= 3
 
 
 def _serve_until(settings: Any, spark: Any, done: Any, until_s: float = 240.0) -> tuple[int, Any]:
