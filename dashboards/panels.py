@@ -28,6 +28,7 @@ from dashboards.grafana import (
     target,
     timeseries,
 )
+from dashboards.insights import insights
 
 OVERVIEW_UID = "coordinator-mirror-groups"
 DETAIL_UID = "coordinator-mirror-group"
@@ -841,4 +842,5 @@ DASHBOARDS = {
     "consumer-groups-overview.json": overview,
     "consumer-group-detail.json": detail,
     "mirror-health.json": health,
+    "consumer-group-insights.json": insights,  # dashboards/insights.py (issue 26)
 }

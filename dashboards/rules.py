@@ -73,6 +73,10 @@ class Thresholds:
     #: RestartLoop: more than N process starts or query restarts within the window
     restart_window: str = "30m"
     restarts: float = 2.0
+    #: SlowRebalance: a group's last timed rebalance (its longest known phase: the total where the
+    #: log gives the start) took longer than this, and it ended within the window (issue 26)
+    slow_rebalance_seconds: float = 60.0
+    slow_rebalance_window: str = "30m"
     #: extra labels on every alert (e.g. team, or a different severity policy)
     extra_labels: dict[str, str] = field(default_factory=dict)
 
@@ -150,6 +154,8 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
     restarts = metric("coordinator_mirror_query_restarts_total")
     quarantined = metric("coordinator_mirror_groups_quarantined")
     mismatches = metric("coordinator_mirror_reconcile_mismatches")
+    rebalance_duration = metric("coordinator_mirror_group_rebalance_duration_seconds")
+    last_rebalance = metric("coordinator_mirror_group_last_rebalance_timestamp_seconds")
     groups = [
         _rule(
             "KafkaConsumerGroupRebalanceStorm",
@@ -163,6 +169,23 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             f"{_num(t.storm_rebalances)}, for {t.storm_for}). Every rebalance pauses consumption; "
             "look for members that keep joining and leaving (crash loops, max.poll.interval.ms "
             "exceeded, session timeouts) in the group detail dashboard.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupSlowRebalance",
+            f"max by (cluster_name, group) ({rebalance_duration}) > {_num(t.slow_rebalance_seconds)}\n"
+            f"and on (cluster_name, group)\n"
+            f"(time() - {last_rebalance} < {_window_seconds(t.slow_rebalance_window)})",
+            "0m",
+            "warning",
+            "Consumer group {{ $labels.group }} rebalanced slowly",
+            f"The last rebalance of group {{{{ $labels.group }}}} on cluster {{{{ $labels.cluster_name }}}} "
+            f"took {{{{ $value | humanizeDuration }}}} (more than {_num(t.slow_rebalance_seconds)}s, "
+            f"timed from the log within the last {t.slow_rebalance_window}); consumption pauses while a "
+            "group rebalances. The insights dashboard shows which phase was slow: PreparingRebalance "
+            "(members slow to rejoin: max.poll.interval.ms, long processing), CompletingRebalance (the "
+            "leader's assignment), Assigning or Reconciling (KIP-848: members slow to release "
+            "partitions).",
             t,
         ),
         _rule(

@@ -167,3 +167,49 @@ def _delete_share_group(lab: Lab, group: str) -> None:
     )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"ShareGroupCommand --delete failed: {out.stdout[-1000:]}{out.stderr[-2000:]}")
+
+
+@scenario("rebalance_timing", min_kafka=4, default=False)
+def rebalance_timing(lab: Lab) -> ScenarioResult:
+    """A classic and a KIP-848 group, each created by two members, then joined by a third: what
+    the clients observed of each rebalance (member creation, on_assign times) as facts."""
+    topic = lab.topic("rt-t", partitions=6)
+    facts: dict[str, Any] = {}
+    groups = []
+    for protocol in ("classic", "consumer"):
+        group = lab.name(f"rt-{protocol}")
+        groups.append(group)
+        first: list[Any] = [
+            lab.member(group, [topic], protocol=protocol, name=f"rt-{protocol}{i}") for i in range(2)
+        ]
+        lab.wait_stable(group, 2)
+        time.sleep(1.5)  # settled: the next rebalance starts from a Stable group
+        joined_at = int(time.time() * 1000)
+        third = lab.member(group, [topic], protocol=protocol, name=f"rt-{protocol}2")
+        lab.wait_stable(group, 3)
+        members: list[Any] = [*first, third]
+        _wait_called_back(members, joined_at)
+        time.sleep(1.0)  # callbacks of a second round, if the broker needed one
+        facts[group] = {
+            "protocol": protocol,
+            "created_ms": [m.created_ms for m in first],
+            "first_assigned_ms": [m.assigned_at_ms[0] for m in first],
+            "joined_ms": joined_at,
+            # the last rebalance callback (on_assign or on_revoke: KIP-848 members that only lose
+            # partitions get on_revoke alone) of each member after the third joined
+            "last_callback_ms": [max(_callbacks(m, joined_at)) for m in members],
+        }
+    return _result(lab, "rebalance_timing", groups, [topic], timings=facts)
+
+
+def _callbacks(member: Any, since_ms: int) -> list[int]:
+    return [t for t in (*member.assigned_at_ms, *member.revoked_at_ms) if t >= since_ms]
+
+
+def _wait_called_back(members: list[Any], since_ms: int, timeout_s: float = 30.0) -> None:
+    """Until every member's rebalance callback ran after ``since_ms`` (on its poll loop)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(_callbacks(m, since_ms) for m in members):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no rebalance callback after {since_ms} for every member")
+        time.sleep(0.05)

@@ -48,6 +48,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from streaming.serving.insights import with_commit_rate
 from streaming.serving.lag import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
@@ -260,7 +261,7 @@ def _group(request: Request) -> Response:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
     if ctx.topic_names is not None:
         snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
-    return _json(request, 200, with_iso_times(snapshot))
+    return _json(request, 200, with_commit_rate(with_iso_times(snapshot)))
 
 
 def _lag(request: Request) -> Response:

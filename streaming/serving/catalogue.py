@@ -78,6 +78,16 @@ GROUP_STATES: Final[dict[str, tuple[str, ...]]] = {
 EXPIRY_WINDOWS: Final[tuple[tuple[str, int], ...]] = (("1h", 3600), ("24h", 86400))
 #: batch duration histogram buckets, seconds
 BATCH_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: rebalance duration histogram buckets, seconds (a rebalance's timeouts default to minutes)
+REBALANCE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+)  # fmt: skip
+#: ``phase`` label values of the rebalance durations: the Kafka group state during each span
+#: (classic: PreparingRebalance, CompletingRebalance; KIP-848/share/streams: Assigning,
+#: Reconciling) and ``total`` (start to Stable) -- `state.timing.phases`
+REBALANCE_PHASES: Final[tuple[str, ...]] = (
+    "total", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling",
+)  # fmt: skip
 #: offset-commit (K=0/1) and group-metadata (K=2) value versions counted one by one
 VERSIONED_RECORD_TYPES: Final[dict[int, tuple[int, ...]]] = {1: (0, 1, 2, 3, 4), 2: (0, 1, 2, 3, 4)}
 
@@ -207,6 +217,64 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
         "Committed offsets of the group that expire within the window (1h, 24h).",
         "window",
         source="offsets[].expires_at_ms",
+    ),
+    *(
+        # issue 26: what only the log can tell (docs/insights.md)
+        _g(
+            "coordinator_mirror_group_rebalance_duration_seconds",
+            "gauge",
+            "The group's last timed rebalance, per phase: total (start to Stable) and the Kafka "
+            "state of each span (classic: PreparingRebalance -- known for a new group only -- and "
+            "CompletingRebalance; KIP-848/share/streams: Assigning, Reconciling), from the log's "
+            "records and their timestamps; absent until one was timed.",
+            "phase",
+            unit="seconds",
+            source="snapshot rebalance_timing.last",
+        ),
+        _g(
+            "coordinator_mirror_group_commits_per_second",
+            "gauge",
+            "Offset commits per second, measured in the log's own time over the last minute of "
+            "commits and decaying to 0 when the group stops committing; absent before two windows "
+            "of commits.",
+            source="state.rhythm.commit_rate",
+        ),
+        _g(
+            "coordinator_mirror_group_oldest_commit_timestamp_seconds",
+            "gauge",
+            "Oldest last-commit time over the group's partitions, abandoned ones left out (Unix "
+            "time): with the last commit timestamp, the spread of a group that commits only some "
+            "partitions.",
+            unit="seconds",
+            source="state.rhythm.oldest_commit_ms",
+        ),
+        _g(
+            "coordinator_mirror_group_partitions_behind",
+            "gauge",
+            "Partitions (abandoned ones left out) whose last commit trails the group's newest commit "
+            "by more than commit_behind_s: a consumer committing only some partitions, or stopped on "
+            "one, before its lag shows it (an idle partition a client does not commit again trails "
+            "too: read it with its lag).",
+            source="state.rhythm.partitions_behind",
+        ),
+        _g(
+            "coordinator_mirror_group_abandoned_offsets",
+            "gauge",
+            "Committed partitions of the topic that no member of the group subscribes to any more "
+            "(classic subscriptions, KIP-848 names and resolved regexes, streams source topics): "
+            "abandoned, their lag kept apart (coordinator_mirror_group_abandoned_lag).",
+            "topic",
+            source="state.abandoned",
+        ),
+        _g(
+            "coordinator_mirror_group_abandoned_expiry_timestamp_seconds",
+            "gauge",
+            "When the broker will expire the topic's first abandoned offset (Unix time; Kafka counts "
+            "an unsubscribed topic's offsets down from their commit time).",
+            "topic",
+            unit="seconds",
+            source="min(offsets[abandoned].expires_at_ms)",
+        ),
     ),
 )
 
@@ -349,6 +417,14 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         "briefly; subscriptions flag it while the members keep them.",
         (CLUSTER, GROUP, "topic"),
         source="round missing topics",
+    ),
+    _l(
+        "coordinator_mirror_group_abandoned_lag",
+        "Lag (messages) of the group's abandoned partitions on the topic -- a topic no member "
+        "subscribes to any more: kept out of kafka_consumergroup_group_lag and the group's max/sum "
+        "lag, which would otherwise show ghost lag nobody will consume.",
+        (CLUSTER, GROUP, "topic"),
+        source="round end - offsets[abandoned].offset",
     ),
     _l(
         "coordinator_mirror_group_lag_slo_seconds",
@@ -559,6 +635,16 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         "Micro-batch duration (Spark's triggerExecution).",
         unit="seconds",
         source="query progress durationMs",
+    ),
+    _m(
+        "coordinator_mirror_rebalance_duration_seconds",
+        "histogram",
+        "Durations of the rebalances the log timed, all groups, by kind and phase (total, and the "
+        "Kafka state of each span: PreparingRebalance, CompletingRebalance, Assigning, Reconciling).",
+        "kind",
+        "phase",
+        unit="seconds",
+        source="rebalance_timed events",
     ),
     _m(
         "coordinator_mirror_batch_phase_seconds_total",

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from state.abandoned import abandoned_partitions
 from state.model import CONSUMER, SHARE, Group
 
 TopicPartition = tuple[str, int]
@@ -197,6 +198,9 @@ class GroupOffsets:
     topic_ids: dict[str, str]  # id -> name learned from the log
     #: topic names the members subscribe to (classic subscriptions, KIP-848 SubscribedTopicNames)
     subscribed: frozenset[str] = frozenset()
+    #: committed partitions on topics no member subscribes to any more (`state.abandoned`): their
+    #: lag is reported apart, never in the group's lag
+    abandoned: frozenset[TopicPartition] = frozenset()
 
 
 def group_owners(g: Group) -> dict[TopicPartition, Owner]:
@@ -223,7 +227,9 @@ def group_offsets(g: Group) -> GroupOffsets:
         if e[5] and t != e[5]:
             ids[e[5]] = t
     subscribed = frozenset(t for m in g.members.values() for t in (m.subscribed_topics or ()))
-    return GroupOffsets(g.display_kind or "unknown", offsets, owners, ids, subscribed)
+    return GroupOffsets(
+        g.display_kind or "unknown", offsets, owners, ids, subscribed, abandoned_partitions(g)
+    )
 
 
 @dataclass(frozen=True)
@@ -237,6 +243,8 @@ class PartitionLag:
     lag: float  # messages; NaN when unknown
     lag_seconds: float
     topic_deleted: bool = False
+    #: a topic no member subscribes to any more (`GroupOffsets.abandoned`)
+    abandoned: bool = False
 
 
 class LagTracker:
@@ -409,6 +417,7 @@ class LagTracker:
         keys: dict[TopicPartition, tuple[int | None, int | None]] = {
             (names.get(t, t), p): v for (t, p), v in view.offsets.items()
         }
+        abandoned = {(names.get(t, t), p) for t, p in view.abandoned} if view.abandoned else set()
         owners = {(names.get(t, t), p): o for (t, p), o in view.owners.items()}
         for tp in owners:
             keys.setdefault(tp, (None, None))
@@ -432,6 +441,7 @@ class LagTracker:
                     lag,
                     secs,
                     self.is_deleted(t),
+                    (t, p) in abandoned,
                 )
             )
         return rows
@@ -483,6 +493,7 @@ def lag_json(rows: list[PartitionLag]) -> list[dict[str, Any]]:
             "consumer_id": r.owner.consumer_id,
             "client_id": r.owner.client_id,
             "topic_deleted": r.topic_deleted,
+            "abandoned": r.abandoned,
         }
         for r in rows
     ]

@@ -117,6 +117,22 @@ def empty_classic(group_id: str, partitions: int, idle_ms: int) -> Group:
     return g
 
 
+def abandoning_classic(group_id: str) -> Group:
+    """A Stable classic group whose member left a topic it had committed to (issue 26: abandoned
+    offsets, their lag apart), timed rebalances and a commit window of a minute."""
+    log = Log(partition=hash(group_id) % 50)
+    log.new_empty_group(group_id)
+    log.tick(200).classic(group_id, 1, [cm(f"{group_id}-m0", ["a.t", "old.t"])], state_ts=log.now_ms - 50)
+    for i in range(12):
+        log.commit(group_id, "a.t", 0, 10 + i)
+        log.commit(group_id, "old.t", 0, 3)
+        log.tick(5_000)
+    log.tick(MIN).classic(group_id, 2, [cm(f"{group_id}-m0", ["a.t"])], state_ts=log.now_ms - 20)
+    g = fold(None, log.records, group_id=group_id).group
+    assert g is not None
+    return g
+
+
 def kip848(group_id: str, partitions: int) -> Group:
     log = Log(partition=hash(group_id) % 50)
     log.k848_partition_metadata(group_id, {"TID": "k.t"})

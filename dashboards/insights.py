@@ -1,0 +1,192 @@
+"""The insights dashboard (issue 26): what only the log can tell -- how long rebalances took, how
+often groups commit and which partitions trail, offsets on topics the members left, share-group
+delivery state.  Cluster-wide panels, then the ``group`` variable's own (docs/insights.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboards.grafana import (
+    cluster_variable,
+    dashboard,
+    datasource_variable,
+    metric,
+    query_variable,
+    row,
+    sel,
+    stat,
+    table,
+    target,
+    timeseries,
+)
+
+INSIGHTS_UID = "coordinator-mirror-insights"
+
+RI = "$__rate_interval"
+G = "$group"
+_REBALANCE = "coordinator_mirror_rebalance_duration_seconds"
+_LAST = "coordinator_mirror_group_rebalance_duration_seconds"
+
+
+def _rebalance_panels() -> list[dict[str, Any]]:
+    bucket = sel(f"{_REBALANCE}_bucket")
+    return [
+        row("Rebalance timings (from the log's records and their timestamps)"),
+        stat(
+            "Rebalances timed / min",
+            [
+                target(
+                    f"sum(rate({sel(f'{_REBALANCE}_count', phase='~CompletingRebalance|Reconciling')}[{RI}]))"
+                    " * 60 or vector(0)"
+                )
+            ],
+            "Rebalances the log timed per minute, all groups (each has its last phase: "
+            "CompletingRebalance for classic groups, Reconciling for KIP-848/share/streams).",
+        ),
+        timeseries(
+            "Rebalance duration p95 by kind and phase",
+            [
+                target(
+                    f"histogram_quantile(0.95, sum by (le, kind, phase) (rate({bucket}[{RI}])))",
+                    "{{kind}} {{phase}}",
+                )
+            ],
+            "95th percentile of the timed rebalances' phases: total (start to Stable; classic only for "
+            "a new group's first generation), PreparingRebalance / CompletingRebalance (classic join / "
+            "sync), Assigning / Reconciling (KIP-848, share, streams).",
+            unit="s",
+            w=10,
+        ),
+        table(
+            "Slowest last rebalance per group",
+            [
+                target(
+                    f"topk(20, max by (cluster_name, group, phase) ({sel(_LAST)}))",
+                    table=True,
+                )
+            ],
+            "Each group's last timed rebalance, longest phase first (total where the log gives its start).",
+            unit="s",
+            w=10,
+            sort_by="Value",
+            desc=True,
+        ),
+    ]
+
+
+def _commit_panels() -> list[dict[str, Any]]:
+    rate = sel("coordinator_mirror_group_commits_per_second")
+    return [
+        row("Commit rhythm"),
+        timeseries(
+            "Commits per second (log time), busiest groups",
+            [target(f"topk(10, {rate})", "{{group}}")],
+            "Offset commits per second measured in the log's own time (a mirror catching up measures "
+            "the same rate as a live one); decays to 0 when a group stops committing.",
+            unit="ops",
+        ),
+        table(
+            "Partitions behind their group's newest commit",
+            [
+                target(
+                    f"topk(20, {sel('coordinator_mirror_group_partitions_behind')})",
+                    table=True,
+                )
+            ],
+            "Partitions whose last commit trails the group's newest by more than commit_behind_s: a "
+            "consumer committing only some partitions, or stopped on one, before its lag shows it.",
+            sort_by="Value",
+            desc=True,
+        ),
+    ]
+
+
+def _abandoned_panels() -> list[dict[str, Any]]:
+    return [
+        row("Abandoned offsets (topics no member subscribes to any more)"),
+        table(
+            "Abandoned partitions per topic",
+            [target(sel("coordinator_mirror_group_abandoned_offsets"), table=True)],
+            "Committed partitions of topics the group's members left (classic subscriptions, KIP-848 "
+            "names and resolved regexes, streams source topics).",
+            w=8,
+        ),
+        table(
+            "Ghost lag: lag of abandoned partitions",
+            [target(sel("coordinator_mirror_group_abandoned_lag"), table=True)],
+            "Lag of the abandoned partitions per topic -- kept out of kafka_consumergroup_group_lag and "
+            "the group's max/sum lag, since no member will consume it.",
+            w=8,
+        ),
+        table(
+            "Abandoned offsets expire in",
+            [
+                target(
+                    f"{sel('coordinator_mirror_group_abandoned_expiry_timestamp_seconds')} - time()",
+                    table=True,
+                )
+            ],
+            "When the broker deletes the topic's first abandoned offset (offsets.retention.minutes "
+            "after its commit): a consumer coming back to the topic after that starts from "
+            "auto.offset.reset.",
+            unit="s",
+            w=8,
+        ),
+    ]
+
+
+def _group_panels() -> list[dict[str, Any]]:
+    return [
+        row("This group ($group)"),
+        timeseries(
+            "Last rebalance by phase",
+            [target(sel(_LAST, group=G), "{{phase}}")],
+            "The group's last timed rebalance: total and the Kafka state of each span.",
+            unit="s",
+            w=8,
+        ),
+        timeseries(
+            "Commits per second",
+            [target(sel("coordinator_mirror_group_commits_per_second", group=G), "commits/s")],
+            "The group's commit rate in log time.",
+            unit="ops",
+            w=8,
+        ),
+        timeseries(
+            "Commit spread",
+            [
+                target(
+                    f"{sel('coordinator_mirror_group_last_commit_timestamp_seconds', group=G)}"
+                    f" - {sel('coordinator_mirror_group_oldest_commit_timestamp_seconds', group=G)}",
+                    "newest - oldest partition commit",
+                ),
+                target(sel("coordinator_mirror_group_partitions_behind", group=G), "partitions behind"),
+            ],
+            "How far the group's oldest partition commit trails its newest (abandoned partitions left "
+            "out), and how many partitions trail by more than commit_behind_s.",
+            unit="s",
+            w=8,
+        ),
+    ]
+
+
+def insights() -> dict[str, Any]:
+    panels = [*_rebalance_panels(), *_commit_panels(), *_abandoned_panels(), *_group_panels()]
+    group_query = (
+        f'label_values({metric("coordinator_mirror_group_info")}{{cluster_name=~"$cluster"}}, group)'
+    )
+    variables = [
+        datasource_variable(),
+        cluster_variable(),
+        query_variable("group", "Group", group_query, multi=False, include_all=False),
+    ]
+    return dashboard(
+        INSIGHTS_UID,
+        "Kafka consumer group insights (coordinator-mirror)",
+        "What only __consumer_offsets tells: rebalance durations by phase, commit rhythm, offsets on "
+        "topics the members left (ghost lag), share-group delivery state.",
+        panels,
+        variables,
+        time_from="now-3h",
+    )
