@@ -136,6 +136,63 @@ def _abandoned_panels() -> list[dict[str, Any]]:
     ]
 
 
+def _share_panels() -> list[dict[str, Any]]:
+    part = "coordinator_mirror_share_partition_"
+    return [
+        row("Share groups (__share_group_state)"),
+        stat(
+            "Share-state records / s",
+            [
+                target(
+                    f"sum by (status) (rate({sel('coordinator_mirror_share_state_records_total')}[{RI}]))",
+                    "{{status}}",
+                )
+            ],
+            "Records read from __share_group_state by status (ok, error: undecodable, kept in "
+            "GET /errors with partition and offset; unknown: a record type this mirror does not know).",
+            unit="ops",
+            w=6,
+        ),
+        table(
+            "Share group lag",
+            [target(sel("coordinator_mirror_share_group_lag"), table=True)],
+            "Kafka's share-group lag (kafka-share-groups --describe --offsets): per share-partition the "
+            "log end minus the start offset minus the records already delivered for good, summed.",
+            w=6,
+            sort_by="Value",
+            desc=True,
+        ),
+        timeseries(
+            "Share-partition lag and start offset",
+            [
+                target(sel(f"{part}lag"), "lag {{group}} {{topic}}[{{partition}}]"),
+                target(sel(f"{part}start_offset"), "start {{group}} {{topic}}[{{partition}}]"),
+            ],
+            "Per share-partition: the lag, and the start offset (before it every record is done with).",
+            w=12,
+        ),
+        table(
+            "In-flight records by delivery state",
+            [target(sel(f"{part}records"), table=True)],
+            "The in-flight window's records: available (released or lock expired, waiting for "
+            "redelivery), acknowledged, archived (rejected or out of delivery attempts).  Records a "
+            "consumer holds right now (acquired) are not persisted, so not in the log.",
+            w=12,
+        ),
+        timeseries(
+            "Delivery attempts in flight",
+            [
+                target(sel(f"{part}delivery_attempts"), "attempts {{group}} {{topic}}[{{partition}}]"),
+                target(sel(f"{part}delivery_count_max"), "max count {{group}} {{topic}}[{{partition}}]"),
+                target(sel(f"{part}in_flight"), "in flight {{group}} {{topic}}[{{partition}}]"),
+            ],
+            "Delivery attempts summed over the in-flight window, the highest delivery count (records "
+            "redelivered this often), and the window's size.",
+            w=12,
+        ),
+    ]
+
+
 def _group_panels() -> list[dict[str, Any]]:
     return [
         row("This group ($group)"),
@@ -172,7 +229,13 @@ def _group_panels() -> list[dict[str, Any]]:
 
 
 def insights() -> dict[str, Any]:
-    panels = [*_rebalance_panels(), *_commit_panels(), *_abandoned_panels(), *_group_panels()]
+    panels = [
+        *_rebalance_panels(),
+        *_commit_panels(),
+        *_abandoned_panels(),
+        *_share_panels(),
+        *_group_panels(),
+    ]
     group_query = (
         f'label_values({metric("coordinator_mirror_group_info")}{{cluster_name=~"$cluster"}}, group)'
     )

@@ -213,3 +213,42 @@ def _wait_called_back(members: list[Any], since_ms: int, timeout_s: float = 30.0
         if time.monotonic() > deadline:
             raise TimeoutError(f"no rebalance callback after {since_ms} for every member")
         time.sleep(0.05)
+
+
+class Abandoner:
+    """A classic group whose first member consumed and committed two topics and left; the member
+    that replaced it subscribes to one of them only (the other topic's offsets are abandoned), and
+    keeps consuming and committing about once a second (a commit rhythm) until closed."""
+
+    def __init__(self, lab: Lab, period_s: float = 1.0) -> None:
+        import threading
+
+        from lab.scenarios import _commit_all
+
+        self.lab = lab
+        self.kept = lab.topic("ab-kept", partitions=2)
+        self.left = lab.topic("ab-left", partitions=1)
+        self.group = lab.name("abandon")
+        first = lab.member(self.group, [self.kept, self.left], name="ab-first")
+        lab.wait_stable(self.group, 1)
+        _commit_all([first], lab.ends(self.kept, self.left))
+        first.close()
+        self.member = lab.member(self.group, [self.kept], name="ab-second")
+        lab.wait_stable(self.group, 1)
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"abandon-{self.group}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self.lab.produce(self.kept, 2, 1)
+                self.member.commit()
+            except Exception:  # a rebalance or a closing lab: the next round tries again
+                continue
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.member.close()

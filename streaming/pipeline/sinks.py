@@ -233,6 +233,7 @@ class MirrorSink:
         counted = batch_id <= self.store.counted_batch
         if not counted:
             self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+            self.store.timeline.add_json(events)  # issue 26: GET /groups/{id}/timeline
         if quarantined:
             self.store.quarantine(quarantined)
             for q in quarantined:
@@ -292,6 +293,7 @@ class MirrorSink:
         written once."""
         if not events:
             return
+        self.store.timeline.add(events)  # issue 26: consumer-status changes in the timeline
         bodies = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events]
         if self.events_dir is not None:
             path = self.events_dir / f"{name}-{at_ms:013d}.jsonl"

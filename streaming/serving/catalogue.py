@@ -22,6 +22,8 @@ Three scopes:
   ``lag_interval_s`` and the groups' committed offsets (`streaming.serving.lag_metrics`):
   kafka-lag-exporter's names and labels, Burrow's status codes.
 * ``mirror`` -- the mirror itself: what it read and decoded, how far behind it is, batches, state.
+* ``share`` -- share groups' delivery state from `__share_group_state` (`state.share`,
+  `streaming.serving.share`): per share-partition, and the group's total lag.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Final, Literal
 from decoders import RECORD_TYPES, ErrorKind
 
 MetricType = Literal["counter", "gauge", "histogram"]
-Scope = Literal["group", "partition", "mirror", "lag"]
+Scope = Literal["group", "partition", "mirror", "lag", "share"]
 
 CLUSTER: Final = "cluster_name"
 GROUP: Final = "group"
@@ -687,7 +689,84 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
-CATALOGUE: Final[tuple[MetricDef, ...]] = (*GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS, *LAG_METRICS)
+
+def _s(name: str, type_: MetricType, help_: str, labels: tuple[str, ...], source: str = "") -> MetricDef:
+    return MetricDef(name, type_, help_, labels, "", "share", source)
+
+
+_SHARE_PARTITION: Final = (CLUSTER, GROUP, "topic", "partition")
+
+#: share groups (KIP-932) from `__share_group_state` (issue 26; docs/insights.md)
+SHARE_METRICS: Final[tuple[MetricDef, ...]] = (
+    _s(
+        "coordinator_mirror_share_partition_start_offset",
+        "gauge",
+        "Share-partition start offset: every record before it is delivered and done with (absent "
+        "until the share-partition is initialised).",
+        _SHARE_PARTITION,
+        "ShareSnapshot/ShareUpdate StartOffset",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_lag",
+        "gauge",
+        "Share-partition lag as Kafka computes it for kafka-share-groups --describe --offsets: log end "
+        "(high watermark) minus start offset minus the records already delivered for good after it.",
+        _SHARE_PARTITION,
+        "round high watermark - start offset - DeliveryCompleteCount",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_records",
+        "gauge",
+        "Records of the share-partition's in-flight window by persisted delivery state: available "
+        "(delivered, then released or its lock expired), acknowledged, archived (rejected, or out of "
+        "delivery attempts).  Acquired records are not persisted: the log does not hold them.",
+        (*_SHARE_PARTITION, "state"),
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_in_flight",
+        "gauge",
+        "Records from the start offset to the end of the last state batch: the window the share "
+        "coordinator tracks.",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_delivery_attempts",
+        "gauge",
+        "Delivery attempts of the records in the in-flight window (each record's delivery count, summed).",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_delivery_count_max",
+        "gauge",
+        "Highest delivery count in the in-flight window (records redelivered this often; at "
+        "group.share.delivery.count.limit they are archived).",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_group_lag",
+        "gauge",
+        "Total share-partition lag of the share group (sum of coordinator_mirror_share_partition_lag).",
+        (CLUSTER, GROUP),
+        "sum(coordinator_mirror_share_partition_lag)",
+    ),
+    _s(
+        "coordinator_mirror_share_state_records_total",
+        "counter",
+        "Records read from __share_group_state, by status: ok, error (could not be decoded: counted, "
+        "kept with partition and offset in GET /errors) and unknown (a record type this mirror does "
+        "not know).",
+        (CLUSTER, "status"),
+        "share-state query",
+    ),
+)
+
+CATALOGUE: Final[tuple[MetricDef, ...]] = (
+    *GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS, *LAG_METRICS, *SHARE_METRICS,
+)  # fmt: skip
 BY_NAME: Final[dict[str, MetricDef]] = {m.name: m for m in CATALOGUE}
 #: every name that can appear in the exposition (histogram series included) -> its family
 SAMPLE_NAMES: Final[dict[str, MetricDef]] = {s: m for m in CATALOGUE for s in m.sample_names}

@@ -35,7 +35,7 @@ import math
 import re
 import threading
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -278,6 +278,9 @@ class LagTracker:
         #: partitions whose end or sampled ends changed; everything (topic names changed)
         self._changed: set[TopicPartition] = set()
         self._all_changed = True
+        #: more topic-partitions whose log offsets to read each round (issue 26: the share
+        #: groups' share-partitions, `streaming.serving.share.ShareStateStore.wanted`)
+        self.also_wanted: list[Callable[[], set[TopicPartition]]] = []
 
     # -- inputs --------------------------------------------------------------------------------
     def apply_groups(
@@ -319,6 +322,8 @@ class LagTracker:
                 out.add((names.get(t, t), p))
             for t, p in v.owners:
                 out.add((names.get(t, t), p))
+        for more in self.also_wanted:
+            out |= more()
         return {(t, p) for t, p in out if not (looks_like_topic_id(t) and t not in names.values())}
 
     def subscribed(self) -> set[str]:

@@ -60,6 +60,7 @@ from streaming.serving.catalogue import (
     PARTITION_METRICS,
     REBALANCE_DURATION_BUCKETS,
     REBALANCE_PHASES,
+    SHARE_METRICS,
     VERSIONED_RECORD_TYPES,
     MetricDef,
     record_type_label,
@@ -67,6 +68,7 @@ from streaming.serving.catalogue import (
 from streaming.serving.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.lag_metrics import lag_exposition
 from streaming.serving.render import assignor
+from streaming.serving.share import share_families
 from streaming.serving.store import MirrorStatus
 
 #: a sample: label values in the family's label order, value
@@ -575,6 +577,23 @@ class MirrorMetrics:
         out.append((f"{name}_count", {"cluster_name": c}, float(self.batches)))
         return out
 
+    def share_samples(self) -> list[Family]:
+        """The share families (issue 26), from the mirror's `ShareStateStore` (none: no samples):
+        share-partitions named with the lag tracker's topic names, lag against its latest round."""
+        store = getattr(self.mirror, "share_store", None)
+        lag = getattr(self.mirror, "lag", None)
+        if store is None or lag is None:
+            return [(m, []) for m in SHARE_METRICS]
+
+        def names() -> dict[str, str]:
+            return dict(lag.topic_names)
+
+        def ends() -> dict[tuple[str, int], int]:
+            r = lag.round
+            return {} if r is None else {tp: e.high_watermark for tp, e in r.partitions.items()}
+
+        return share_families(store, self.cluster, names, ends, self._wants_partitions)
+
     def rebalance_histogram(self) -> list[tuple[str, dict[str, str], float]]:
         """`coordinator_mirror_rebalance_duration_seconds` from the timed rebalances' tallies
         (`streaming.pipeline.sinks.observe_rebalance`), per kind and phase seen."""
@@ -616,7 +635,7 @@ class MirrorMetrics:
                         body.series += 1
                 else:
                     body.samples(m, mirror[m.name])
-            for provider in self.providers:
+            for provider in (*self.providers, self.share_samples):
                 for m, samples in provider():
                     body.header(m)
                     body.samples(m, samples)

@@ -160,7 +160,8 @@ class SnapshotCollector:
                 for values, value in mirror[m.name]:
                     metric.samples.append(Sample(m.name, dict(zip(m.labels, values, strict=True)), value))
             yield metric
-        for provider in metrics.providers:
+        # the share families have one renderer (checked against Kafka in test_share_live.py)
+        for provider in (*metrics.providers, metrics.share_samples):
             for m, samples in provider():
                 metric = _family(m)
                 for values, value in samples:

@@ -23,6 +23,7 @@ from streaming.serving.burrow import Burrow
 from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
 from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
@@ -45,6 +46,7 @@ class FakeMirror:
         self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
         self.burrow = Burrow(self.lag, settings.cluster_name, settings.burrow_intervals, 0)
         self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+        self.share_store = ShareStateStore()  # __share_group_state's groups (none here)
 
     def feed_lag(self, groups: Iterable[Group], deleted_topics: Iterable[str] = ()) -> None:
         """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
