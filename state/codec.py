@@ -38,6 +38,7 @@ from typing import Any, Final
 import msgpack
 
 from state.model import COUNTERS, Group, Member, OffsetEntry, TopicPartition, new_counters
+from state.rhythm import from_points, points
 from state.timing import Timing, Tracker
 
 CURRENT_VERSION: Final = 3
@@ -185,7 +186,7 @@ def _encode_v3(g: Group) -> bytes:
     row.append(None if g.timing is None else g.timing.to_row())
     row.append(None if g.last_timing is None else list(g.last_timing))
     ref_t, ref_c = g.last_change_ms or 0, g.counters.get("commits", 0)
-    row.append([x for t, c in g.commit_window for x in (ref_t - t, ref_c - c)])
+    row.append([x for t, c in points(g.commit_window) for x in (ref_t - t, ref_c - c)])
     packed: bytes = msgpack.packb(row, use_bin_type=True)
     return b"\x03" + packed
 
@@ -214,7 +215,11 @@ def _decode_v3(payload: bytes) -> Group:
     g.last_timing = None if row[32] is None else Timing(*row[32])
     flat = row[33]
     ref_t, ref_c = g.last_change_ms or 0, g.counters.get("commits", 0)
-    g.commit_window = [(ref_t - dt, ref_c - dc) for dt, dc in zip(flat[::2], flat[1::2], strict=True)]
+    if len(flat) % 2:
+        raise ValueError(f"a commit window of {len(flat)} numbers (pairs expected)")
+    g.commit_window = from_points(
+        (ref_t - dt, ref_c - dc) for dt, dc in zip(flat[::2], flat[1::2], strict=True)
+    )
     return g
 
 

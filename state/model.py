@@ -269,8 +269,8 @@ class Group:
         # codec v3 (issue 26): rebalance timing (`state.timing`) and commit rhythm (`state.rhythm`)
         self.timing: Any = None  # state.timing.Tracker while the fold follows the group's rebalances
         self.last_timing: Any = None  # state.timing.Timing of the last timed rebalance
-        # (log time ms, commits counter) points, oldest first: the commit rate over the log's time
-        self.commit_window: list[tuple[int, int]] = []
+        # (log time ms, commits counter) points, oldest first, packed (`state.rhythm.Window`)
+        self.commit_window: bytes = b""
 
     # ------------------------------------------------------------------------------ derived
     def reset_kind_fields(self) -> None:
@@ -325,7 +325,6 @@ class Group:
         g.share_topics = None if self.share_topics is None else dict(self.share_topics)
         if self.timing is not None:
             g.timing = type(self.timing).from_row(self.timing.to_row())
-        g.commit_window = list(self.commit_window)
         return g
 
     def as_tuple(self) -> tuple[Any, ...]:

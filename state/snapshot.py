@@ -23,7 +23,7 @@ from state.model import (
     Member,
     TopicPartition,
 )
-from state.rhythm import commit_lags
+from state.rhythm import commit_lags, points
 from state.timing import phases
 from state.votes import protocol_votes
 
@@ -172,7 +172,7 @@ def snapshot(
         "last_position": None if g.last_position is None else list(g.last_position),
         "rebalance_timing": timing_json(g),
         "abandoned_topics": _abandoned_json(abandoned, deadlines),
-        "commit_window": [list(p) for p in g.commit_window],
+        "commit_window": [list(p) for p in points(g.commit_window)],
     }
 
 

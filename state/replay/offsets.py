@@ -92,5 +92,5 @@ def replay_offset_commit(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> G
     apply_commit(g, tp, entry, src, ctx)
     ctx.commits += 1
     g.counters["commits"] += 1
-    note_commits(g.commit_window, src[2], g.counters["commits"])
+    g.commit_window = note_commits(g.commit_window, src[2], g.counters["commits"])
     return g

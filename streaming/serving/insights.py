@@ -15,5 +15,5 @@ def with_commit_rate(snapshot: dict[str, Any], now_ms: int | None = None) -> dic
     if not isinstance(window, list):
         return snapshot
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    points = [(int(t), int(c)) for t, c in window]
-    return {**snapshot, "commits_per_second": commit_rate(points, now)}
+    pairs = [(int(t), int(c)) for t, c in window]
+    return {**snapshot, "commits_per_second": commit_rate(pairs, now)}

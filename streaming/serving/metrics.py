@@ -47,7 +47,7 @@ from state.config import OffsetConfig
 from state.events import EVENT_TYPES
 from state.expiry import all_deadlines
 from state.model import Group
-from state.rhythm import commit_rate, oldest_commit_ms, partitions_behind
+from state.rhythm import commit_rate, oldest_commit_ms, partitions_behind, points
 from state.timing import phases
 from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
@@ -199,7 +199,7 @@ class GroupNumbers:
             if d is not None and (entry[1] == _NONE or d < entry[1]):
                 entry[1] = d
         self.abandoned = tuple((_label(topic), n, d) for topic, (n, d) in sorted(by_topic.items()))
-        self.window = tuple(g.commit_window)
+        self.window = points(g.commit_window)
         values = _scalar_values(g, modern, abandoned, behind_ms)
         self.scalars = array("q", (_NONE if v is None else v for v in values))
         self.deadlines = array("q", sorted(d for d in deadlines.values() if d is not None))
@@ -236,7 +236,7 @@ class GroupNumbers:
         return [((phase,), ms / 1000) for phase, ms in self.phases]
 
     def commit_rate(self, now_ms: int) -> Samples:
-        rate = commit_rate(list(self.window), now_ms)
+        rate = commit_rate(self.window, now_ms)  # (t, commits) pairs
         return [] if rate is None else [((), rate)]
 
     def abandoned_offsets(self, now_ms: int) -> Samples:

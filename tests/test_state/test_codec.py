@@ -125,7 +125,7 @@ def test_frozen_v1_blob_migrates() -> None:
     fresh = _rich_group()
     assert fresh.last_rebalance_ms is not None
     fresh.last_rebalance_ms = None
-    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, []  # v3's (issue 26)
+    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, b""  # v3's (issue 26)
     assert migrated == fresh
     assert set(migrated.counters) == set(COUNTERS)
     assert decode(encode(migrated)) == migrated
@@ -153,10 +153,10 @@ def test_frozen_v2_blob_migrates() -> None:
     blob = V2_BLOB.read_bytes()
     assert blob_version(blob) == 2
     migrated = decode(blob)
-    assert migrated.timing is None and migrated.last_timing is None and migrated.commit_window == []
+    assert migrated.timing is None and migrated.last_timing is None and not migrated.commit_window
     fresh = _rich_group()
     assert fresh.timing is not None and fresh.last_timing is not None and fresh.commit_window
-    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, []
+    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, b""
     assert migrated == fresh
     assert decode(encode(migrated)) == migrated
 

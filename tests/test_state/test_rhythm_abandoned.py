@@ -17,6 +17,7 @@ from state.rhythm import (
     note_commits,
     oldest_commit_ms,
     partitions_behind,
+    points,
 )
 from state.snapshot import snapshot
 
@@ -36,17 +37,18 @@ def _committing(seconds: int, every_ms: int, partitions: int = 2) -> Log:
 def test_the_commit_rate_is_measured_in_log_time() -> None:
     log = _committing(60, 500)  # 2 partitions every 0.5 s: 4 commits/s for a minute
     g = fold(None, log.records).group
-    assert g is not None and len(g.commit_window) == WINDOW_POINTS
-    last_t = g.commit_window[-1][0]
-    rate = commit_rate(g.commit_window, last_t)
+    assert g is not None and len(points(g.commit_window)) == WINDOW_POINTS
+    window = points(g.commit_window)
+    last_t = window[-1][0]
+    rate = commit_rate(window, last_t)
     assert rate is not None and rate == pytest.approx(4.0, rel=0.1)
     # a consumer that stops committing: the rate decays with the mirror's clock, never sticks
-    later = commit_rate(g.commit_window, last_t + 60_000)
+    later = commit_rate(window, last_t + 60_000)
     assert later is not None and later == pytest.approx(rate * 55 / 115, rel=0.1)
 
 
 @pytest.mark.parametrize(
-    ("points", "now", "rate"),
+    ("pairs", "now", "rate"),
     [
         ([], T0, None),
         ([(T0, 10)], T0 + 5_000, None),
@@ -55,18 +57,17 @@ def test_the_commit_rate_is_measured_in_log_time() -> None:
         ([(T0, 10), (T0 + 10_000, 30)], T0, 2.0),  # a clock behind the log: the log's span
     ],
 )
-def test_commit_rate_table(points: list[tuple[int, int]], now: int, rate: float | None) -> None:
-    assert commit_rate(points, now) == rate
+def test_commit_rate_table(pairs: list[tuple[int, int]], now: int, rate: float | None) -> None:
+    assert commit_rate(pairs, now) == rate
 
 
 def test_the_window_keeps_one_point_per_bucket_and_stays_monotonic() -> None:
-    window: list[tuple[int, int]] = []
-    note_commits(window, T0, 1)
-    note_commits(window, T0 + 10, 2)  # same bucket: the point moves
-    note_commits(window, T0 + BUCKET_MS, 3)
-    note_commits(window, T0 + 1, 4)  # an older record time: ignored
-    note_commits(window, T0 + BUCKET_MS + 5, 2)  # a counter going back: ignored
-    assert window == [(T0 + 10, 2), (T0 + BUCKET_MS, 3)]
+    window = note_commits(b"", T0, 1)
+    window = note_commits(window, T0 + 10, 2)  # same bucket: the point moves
+    window = note_commits(window, T0 + BUCKET_MS, 3)
+    window = note_commits(window, T0 + 1, 4)  # an older record time: ignored
+    window = note_commits(window, T0 + BUCKET_MS + 5, 2)  # a counter going back: ignored
+    assert points(window) == [(T0 + 10, 2), (T0 + BUCKET_MS, 3)]
 
 
 def test_the_window_does_not_depend_on_how_the_log_is_cut_into_batches() -> None:
@@ -93,7 +94,7 @@ def test_collapsed_commits_count_as_the_commits_they_stand_for() -> None:
         log.commit("g", "t", 0, i)
         log.tick(BUCKET_MS)
     g = fold_columns(None, columns(log.records, n_commits=[10, 10, 10]), group_id="g").group
-    assert g is not None and [c for _, c in g.commit_window] == [10, 20, 30]
+    assert g is not None and [c for _, c in points(g.commit_window)] == [10, 20, 30]
 
 
 def test_partitions_behind_the_group_s_newest_commit() -> None:
