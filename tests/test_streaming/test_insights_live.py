@@ -11,30 +11,18 @@ its HTTP API and /metrics.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.parse
-import urllib.request
+import urllib.error
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.test_streaming.live_mirror import get, group_url, start_mirror
+
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 TOLERANCE_MS = 500  # the broker's heartbeat interval (tests/test_state/test_timing_live.py)
-
-
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        body = resp.read()
-        return (
-            json.loads(body) if resp.headers.get("content-type", "").startswith("application/json") else body
-        )
-
-
-def group_url(mirror: Any, group: str, suffix: str = "") -> str:
-    return f"{mirror.http.url}/groups/{urllib.parse.quote(group, safe='')}{suffix}"
 
 
 @pytest.fixture(scope="module")
@@ -43,30 +31,17 @@ def world(
 ) -> Iterator[dict[str, Any]]:
     from lab.scenarios import run_scenarios
     from lab.scenarios_insights import Abandoner, rebalance_timing  # noqa: F401 - registers it
-    from streaming.app.mirror import Mirror
-    from streaming.settings import load_settings
 
     timing = run_scenarios(lab, ["rebalance_timing"])["rebalance_timing"]
     abandon = Abandoner(lab)
     work = tmp_path_factory.mktemp("insights")
-    mirror = Mirror(
-        load_settings(
-            bootstrap_servers=kafka.bootstrap,
-            checkpoint_location=str(work / "checkpoint"),
-            trigger_interval_s=1.0,
-            shuffle_partitions=2,
-            http_port=0,
-            lag_interval_s=1.0,
-            commit_behind_s=3600,
-            cluster_name="insights",
-        ),
-        spark=spark,
-    ).start()
     try:
-        assert mirror.wait_ready(300), mirror.store.readiness.to_json()
-        yield {"mirror": mirror, "timing": timing.facts["timings"], "abandon": abandon}
+        mirror = start_mirror(spark, kafka.bootstrap, work, commit_behind_s=3600, cluster_name="insights")
+        try:
+            yield {"mirror": mirror, "timing": timing.facts["timings"], "abandon": abandon}
+        finally:
+            mirror.stop()
     finally:
-        mirror.stop()
         abandon.close()
 
 

@@ -17,8 +17,6 @@ import json
 import re
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import pandas as pd
 import pytest
 
 from lab.scenarios_insights import ACCEPT, REJECT
+from tests.test_streaming.live_mirror import get, group_url, start_mirror
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -51,40 +50,16 @@ def kafka_share_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], tup
     return rows
 
 
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        body = resp.read()
-        return (
-            json.loads(body) if resp.headers.get("content-type", "").startswith("application/json") else body
-        )
-
-
 @pytest.fixture(scope="module")
 def mirror(spark: Any, kafka: Any, share_acks_result: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from streaming.app.mirror import Mirror
-    from streaming.settings import load_settings
-
-    work = tmp_path_factory.mktemp("share-live")
-    m = Mirror(
-        load_settings(
-            bootstrap_servers=kafka.bootstrap,
-            checkpoint_location=str(work / "checkpoint"),
-            trigger_interval_s=1.0,
-            shuffle_partitions=2,
-            http_port=0,
-            lag_interval_s=1.0,
-            cluster_name="share",
-        ),
-        spark=spark,
-    ).start()
-    assert m.wait_ready(300), m.store.readiness.to_json()
+    m = start_mirror(spark, kafka.bootstrap, tmp_path_factory.mktemp("share-live"), cluster_name="share")
     yield m
     m.stop()
 
 
 def _share_state(mirror: Any, group: str, want: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
     """The mirror's share_state of ``group`` once it shows Kafka's start offsets and lags."""
-    url = f"{mirror.http.url}/groups/{urllib.parse.quote(group, safe='')}"
+    url = group_url(mirror, group)
     deadline = time.monotonic() + 120
     state: dict[str, Any] = {}
     while time.monotonic() < deadline:
