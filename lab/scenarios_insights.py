@@ -17,10 +17,24 @@ did and observed -- the facts the mirror's figures are checked against:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from lab.lab import GroupView, Lab, _quiet_logger
 from lab.scenarios import ScenarioResult, _result, scenario
+
+#: runs of each scenario per lab (`_again`)
+_RUNS: Counter[tuple[str, str]] = Counter()
+
+
+def _again(lab: Lab, scenario: str) -> str:
+    """A suffix for the names of a scenario's groups and topics: "" the first time it runs on a
+    lab, then "-r2", "-r3", ...: run again on the same lab (one broker per test session, several
+    modules), it gets groups of its own instead of joining the first run's, whose members live on."""
+    _RUNS[(lab.run_id, scenario)] += 1
+    n = _RUNS[(lab.run_id, scenario)]
+    return "" if n == 1 else f"-r{n}"
+
 
 #: what `share_acks` does with the record at an offset (the first time it sees it)
 ACCEPT, RELEASE, REJECT = "accept", "release", "reject"
@@ -59,8 +73,9 @@ def share_acks(lab: Lab, records_per_partition: int = 12, left_over: int = 3) ->
     from confluent_kafka import AcknowledgeType
 
     kinds = {ACCEPT: AcknowledgeType.ACCEPT, RELEASE: AcknowledgeType.RELEASE, REJECT: AcknowledgeType.REJECT}
-    topic = lab.topic("share-acks", partitions=2, messages_per_partition=0)
-    group = lab.name("share-acks")
+    run = _again(lab, "share_acks")
+    topic = lab.topic("share-acks" + run, partitions=2, messages_per_partition=0)
+    group = lab.name("share-acks" + run)
     consumer = _share_consumer(lab, group, "share-acks", **{"share.acknowledgement.mode": "explicit"})
     consumer.subscribe([topic])
     # A share group starts at the latest offset: wait until the member holds both partitions
@@ -129,8 +144,9 @@ def share_acks(lab: Lab, records_per_partition: int = 12, left_over: int = 3) ->
 @scenario("share_deleted", min_kafka=4, default=False)
 def share_deleted(lab: Lab) -> ScenarioResult:
     """A share group that consumed, emptied and was deleted: the share coordinator's tombstones."""
-    topic = lab.topic("share-del", partitions=1, messages_per_partition=0)
-    group = lab.name("share-del")
+    run = _again(lab, "share_deleted")
+    topic = lab.topic("share-del" + run, partitions=1, messages_per_partition=0)
+    group = lab.name("share-del" + run)
     consumer = _share_consumer(lab, group, "share-del")
     consumer.subscribe([topic])
     lab.wait_group(group, lambda v: v.state == "Stable" and bool(v.assigned), what="Stable share group")
@@ -173,11 +189,12 @@ def _delete_share_group(lab: Lab, group: str) -> None:
 def rebalance_timing(lab: Lab) -> ScenarioResult:
     """A classic and a KIP-848 group, each created by two members, then joined by a third: what
     the clients observed of each rebalance (member creation, on_assign times) as facts."""
-    topic = lab.topic("rt-t", partitions=6)
+    run = _again(lab, "rebalance_timing")
+    topic = lab.topic("rt-t" + run, partitions=6)
     facts: dict[str, Any] = {}
     groups = []
     for protocol in ("classic", "consumer"):
-        group = lab.name(f"rt-{protocol}")
+        group = lab.name(f"rt-{protocol}{run}")
         groups.append(group)
         first: list[Any] = [
             lab.member(group, [topic], protocol=protocol, name=f"rt-{protocol}{i}") for i in range(2)
@@ -226,9 +243,10 @@ class Abandoner:
         from lab.scenarios import _commit_all
 
         self.lab = lab
-        self.kept = lab.topic("ab-kept", partitions=2)
-        self.left = lab.topic("ab-left", partitions=1)
-        self.group = lab.name("abandon")
+        run = _again(lab, "abandoner")
+        self.kept = lab.topic("ab-kept" + run, partitions=2)
+        self.left = lab.topic("ab-left" + run, partitions=1)
+        self.group = lab.name("abandon" + run)
         first = lab.member(self.group, [self.kept, self.left], name="ab-first")
         lab.wait_stable(self.group, 1)
         _commit_all([first], lab.ends(self.kept, self.left))

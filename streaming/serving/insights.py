@@ -1,19 +1,20 @@
-"""The driver's side of the insights (issue 26) that needs the clock or the driver's memory: the
-commit rate at the time of a request, and the group timeline (`Timeline`)."""
+"""The insights (issue 26) a group's response carries beyond its fold's snapshot: the commit rate
+(from the snapshot's ``commit_window``)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from state.rhythm import commit_rate
 
 
-def with_commit_rate(snapshot: dict[str, Any], now_ms: int | None = None) -> dict[str, Any]:
-    """The snapshot with ``commits_per_second`` at ``now_ms`` (from its ``commit_window``)."""
+def with_commit_rate(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot with ``commits_per_second`` as of its group's last commit (the window's newest
+    point, in the log's time): a function of the records alone, so a restart, a replay or a second
+    mirror answers the same for the same log.  The exporter's gauge is the one that decays with the
+    clock (`coordinator_mirror_group_commits_per_second`)."""
     window = snapshot.get("commit_window")
     if not isinstance(window, list):
         return snapshot
-    now = int(time.time() * 1000) if now_ms is None else now_ms
     pairs = [(int(t), int(c)) for t, c in window]
-    return {**snapshot, "commits_per_second": commit_rate(pairs, now)}
+    return {**snapshot, "commits_per_second": commit_rate(pairs, pairs[-1][0] if pairs else 0)}

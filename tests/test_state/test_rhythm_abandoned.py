@@ -61,6 +61,24 @@ def test_commit_rate_table(pairs: list[tuple[int, int]], now: int, rate: float |
     assert commit_rate(pairs, now) == rate
 
 
+def test_the_group_response_rate_is_a_function_of_the_log() -> None:
+    """``commits_per_second`` of ``GET /groups/{id}`` is the rate as of the group's last commit:
+    two mirrors (or one restarted) answer the same for the same log, whatever the clock says; only
+    the exporter's gauge decays."""
+    from streaming.serving.insights import with_commit_rate
+
+    g = fold(None, _committing(60, 500).records).group
+    assert g is not None
+    snap = snapshot(g)
+    window = points(g.commit_window)
+    got = with_commit_rate(snap)
+    assert got["commits_per_second"] == commit_rate(window, window[-1][0])
+    assert got == with_commit_rate(snapshot(codec.decode(codec.encode(g))))  # restored from state
+    assert with_commit_rate({**snap, "commit_window": [[T0, 3]]})["commits_per_second"] is None
+    assert with_commit_rate({**snap, "commit_window": []})["commits_per_second"] is None
+    assert "commits_per_second" not in with_commit_rate({"group_id": "g"})
+
+
 def test_the_window_keeps_one_point_per_bucket_and_stays_monotonic() -> None:
     window = note_commits(b"", T0, 1)
     window = note_commits(window, T0 + 10, 2)  # same bucket: the point moves
