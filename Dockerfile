@@ -1,10 +1,11 @@
 # syntax=docker/dockerfile:1
 #
 # coordinator-mirror: PySpark on Java 17 / Python 3.11 with everything baked in -- the project,
-# Spark's Kafka connector and the S3A connector -- so that pods never resolve anything from Maven
-# or PyPI at run time.
+# Spark's Kafka connector and, as a build option, the S3A connector -- so that pods never resolve
+# anything from Maven or PyPI at run time.
 #
-#   docker build -t REGISTRY/coordinator-mirror:0.1.0 .
+#   docker build -t REGISTRY/coordinator-mirror:0.1.0 .                           # checkpoint on a volume
+#   docker build --build-arg WITH_S3A=true -t REGISTRY/coordinator-mirror:0.1.0 .  # and s3a:// checkpoints
 #   docker run --rm REGISTRY/coordinator-mirror:0.1.0 run --bootstrap-servers HOST:9092 --http-host 0.0.0.0
 #
 # One image serves both chart modes: `run` (the default command) for the Deployment, and Spark's
@@ -19,9 +20,10 @@ ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 # -- JVM artifacts from Maven Central: the same resolution as `make jars` ----------------------
 FROM ${MAVEN_IMAGE} AS jars
 ARG SPARK_VERSION=4.2.0
-# The S3A connector's AWS SDK v2 bundle is ~690 MB: build with --build-arg WITH_S3A=false when
-# checkpoints stay on a volume (deployment mode).
-ARG WITH_S3A=true
+# The S3A connector (hadoop-aws + the AWS SDK v2 bundle, ~690 MB) is a build option: build with
+# --build-arg WITH_S3A=true for an s3a:// checkpoint (what sparkApplication mode needs); without it
+# checkpoints stay on a volume (the chart's deployment mode).
+ARG WITH_S3A=false
 WORKDIR /build
 COPY jvm/spark/pom.xml jvm/spark/pom.xml
 COPY docker/cloud-jars/pom.xml docker/cloud-jars/pom.xml
@@ -90,7 +92,8 @@ ENV JAVA_HOME=/opt/java/openjdk \
     PYTHONUNBUFFERED=1
 COPY --from=venv /opt/coordinator-mirror/venv /opt/coordinator-mirror/venv
 COPY --from=jars /out/jars /opt/coordinator-mirror/jars
-# S3A on Spark's own classpath (driver and executors alike), where Hadoop's FileSystem finds it.
+# S3A on Spark's own classpath (driver and executors alike), where Hadoop's FileSystem finds it
+# (an empty directory without WITH_S3A=true).
 COPY --from=jars /out/cloud-jars/ ${SPARK_HOME}/jars/
 COPY docker/entrypoint.sh docker/stop-driver /opt/coordinator-mirror/bin/
 COPY docker/spark_main.py /opt/coordinator-mirror/main.py

@@ -105,8 +105,8 @@ tools: ## Debian's prometheus (promtool), if missing
 TOOLS_DIR        ?= .tools
 # Go builds helm and kubeconform.  The toolchain is pinned (helm 3.21 needs Go 1.26) and fetched as
 # the golang.org/toolchain module -- what GOTOOLCHAIN=auto does -- by any Go at hand; on a machine
-# with none, Debian's golang-go (1.19) is installed to do that fetch.  So setup needs only what the
-# README lists.
+# with none, Debian's golang-go (1.19) is installed to do that fetch.  So setup needs only what
+# docs/development.md lists.
 GO_TOOLCHAIN     ?= go1.26.8
 GO_BOOTSTRAP     ?= $(shell command -v go || { test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go; })
 GO                = $(TOOLS_ABS)/go-$(GO_TOOLCHAIN)/bin/go
@@ -178,17 +178,13 @@ $(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py | $(GO)
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/schemas-* && touch $@
 
 .PHONY: dashboards
-dashboards: venv ## regenerate dashboards/grafana/*.json and dashboards/prometheus/alerts.yaml, then the chart's copies
+dashboards: venv ## regenerate the dashboards, the alert rules, the chart's copies, its values schema and README, and the docs' tables
 	$(PY) -m dashboards.build
-	$(MAKE) --no-print-directory chart-assets
+	$(PY) helm/values_schema.py
+	$(PY) docs/generate.py
 
 .PHONY: chart-assets
-chart-assets: ## copy dashboards/grafana/*.json and dashboards/prometheus/alerts.yaml into the Helm chart
-	@test -d dashboards/grafana || { echo "dashboards/grafana/ does not exist yet" >&2; exit 1; }
-	rm -f helm/coordinator-mirror/files/dashboards/*.json
-	mkdir -p helm/coordinator-mirror/files/dashboards
-	cp dashboards/grafana/*.json helm/coordinator-mirror/files/dashboards/
-	cp dashboards/prometheus/alerts.yaml helm/coordinator-mirror/files/alerts.yaml
+chart-assets: dashboards ## (the chart's copies are written by `make dashboards`)
 
 .PHONY: demo
 demo: venv jars ## run the mirror on an embedded local Kafka with demo consumer groups (Ctrl-C stops)

@@ -1,6 +1,8 @@
-"""Generate the Grafana dashboards and the Prometheus alert rules (``make dashboards``).
+"""Generate the Grafana dashboards and the Prometheus alert rules, and the Helm chart's copies
+(``make dashboards``).
 
     .venv/bin/python -m dashboards.build             # write grafana/*.json + prometheus/alerts.yaml
+                                                     # + the chart's files/ (dashboards, rule template)
     .venv/bin/python -m dashboards.build --check     # exit 1 if the committed files differ
     .venv/bin/python -m dashboards.build --rules-out my-alerts.yaml \\
         --set storm_rebalances=10 --set storm_window=15m   # your thresholds (dashboards/rules.py)
@@ -21,18 +23,28 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(HERE.parent))
 
+from dashboards.compat import rules_yaml as compat_rules_yaml  # noqa: E402
 from dashboards.grafana import to_json  # noqa: E402
 from dashboards.panels import DASHBOARDS  # noqa: E402
-from dashboards.rules import Thresholds, rules_yaml  # noqa: E402
+from dashboards.rules import Thresholds, rules_template, rules_yaml  # noqa: E402
 
 GRAFANA_DIR = HERE / "grafana"
 RULES_FILE = HERE / "prometheus" / "alerts.yaml"
+#: the peers' metric names as recording rules (dashboards/compat.py)
+COMPAT_RULES_FILE = HERE / "prometheus" / "compat-rules.yaml"
+#: Helm reads only files inside the chart: the dashboards' copies and the rules with tokens
+CHART_FILES = HERE.parent / "helm" / "coordinator-mirror" / "files"
+CHART_DASHBOARDS = CHART_FILES / "dashboards"
+CHART_RULES = CHART_FILES / "alert-rules.yaml"
 
 
 def generated() -> dict[Path, str]:
     """Every generated file (path -> content) with the default thresholds."""
     out = {GRAFANA_DIR / name: to_json(build()) for name, build in DASHBOARDS.items()}
+    out.update({CHART_DASHBOARDS / name: out[GRAFANA_DIR / name] for name in DASHBOARDS})
     out[RULES_FILE] = rules_yaml(Thresholds())
+    out[COMPAT_RULES_FILE] = compat_rules_yaml()
+    out[CHART_RULES] = rules_template()
     return out
 
 
@@ -78,8 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         print("--set/--thresholds need --rules-out (the committed rules keep the defaults)", file=sys.stderr)
         return 2
 
-    stale = []
-    for path, content in generated().items():
+    files = generated()
+    extra = [p for d in (GRAFANA_DIR, CHART_DASHBOARDS) for p in sorted(d.glob("*.json")) if p not in files]
+    for path in extra:  # a dashboard that is no longer generated
+        if not args.check:
+            path.unlink()
+            print(f"removed {_show(path)}")
+    stale = list(extra)
+    for path, content in files.items():
         current = path.read_text() if path.exists() else None
         if current == content:
             continue

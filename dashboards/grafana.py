@@ -243,6 +243,33 @@ def table(
     return p
 
 
+def ranked(
+    title: str,
+    expr: str,
+    description: str,
+    *,
+    column: str,
+    unit: str = "short",
+    w: int = 12,
+    h: int = 8,
+    hide: tuple[str, ...] = ("Time",),
+    desc: bool = True,
+) -> dict[str, Any]:
+    """A table of one instant query: a row per series, its value in ``column``, sorted by it."""
+    return table(
+        title,
+        [target(expr, table=True)],
+        description,
+        unit=unit,
+        w=w,
+        h=h,
+        hide=hide,
+        rename={"Value": column, "cluster_name": "cluster"},
+        sort_by=column,
+        desc=desc,
+    )
+
+
 def state_timeline(
     title: str, targets: list[dict[str, Any]], description: str, *, w: int = 24, h: int = 8
 ) -> dict[str, Any]:

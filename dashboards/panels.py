@@ -1,9 +1,12 @@
-"""The three dashboards: consumer groups overview, group detail, mirror health.
+"""The four dashboards: consumer groups overview, group detail, topic, mirror health.
 
-What polling exporters cannot show and these do: generations/epochs, rebalances as they completed
-(from the log, not sampled), members joining/leaving/replaced, leaders, state transitions
-including the ones between two scrapes (``emptied``), and when offsets will expire.  There is no
-lag panel: the end offsets of user topics are not in ``__consumer_offsets``.
+The overview opens with who is lagging -- the first page users of kafka-lag-exporter, KMinion and
+kafka_exporter open -- filtered by cluster, group and topic; the topic dashboard shows one topic's
+consumers and partitions.  Lag comes from the log offsets the driver reads every lag_interval_s
+(kafka-lag-exporter's series).  What polling exporters cannot show and these do: generations/epochs,
+rebalances as they completed (from the log, not sampled), members joining/leaving/replaced,
+leaders, state transitions including the ones between two scrapes (``emptied``), and when offsets
+will expire.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ from dashboards.grafana import (
     metric,
     prometheus_annotation,
     query_variable,
+    ranked,
     row,
     sel,
     stat,
     state_code,
     state_mappings,
     state_timeline,
-    table,
     target,
     timeseries,
 )
@@ -32,22 +35,148 @@ from dashboards.insights import insights
 
 OVERVIEW_UID = "coordinator-mirror-groups"
 DETAIL_UID = "coordinator-mirror-group"
+TOPIC_UID = "coordinator-mirror-topic"
 HEALTH_UID = "coordinator-mirror-health"
 
 RI = "$__rate_interval"
 G = "$group"
+T = "$topic"
+#: the overview's filters: every selected group / topic (multi-value variables, "All" = .*)
+GROUPS = "~$group"
+TOPICS = "~$topic"
+
+
+def gsel(name: str, **matchers: str) -> str:
+    """`sel` of a per-group series filtered by the overview's group variable."""
+    return sel(name, group=GROUPS, **matchers)
 
 
 def _top_rebalancing(n: int = 10) -> str:
     """The n groups with the most rebalances over the dashboard's whole time range (``@ end()``
     pins the set, so the rows of a timeline do not change along the x axis)."""
-    r = sel("coordinator_mirror_group_rebalances_total")
+    r = sel("coordinator_mirror_group_rebalances_total", group=GROUPS)
     return f"topk({n}, sum by (cluster_name, group) (increase({r}[$__range] @ end())))"
+
+
+def _top_lagging(n: int = 10) -> str:
+    """The n groups with the largest lag in seconds at the end of the time range (a fixed set for
+    a time series panel)."""
+    lag = sel("kafka_consumergroup_group_max_lag_seconds", group=GROUPS)
+    return f"topk({n}, max by (cluster_name, group) ({lag} @ end()))"
+
+
+def lagging() -> list[dict[str, Any]]:
+    """The overview's first row: who is lagging, filtered by the cluster, group and topic
+    variables (lag in seconds is per group: kafka-lag-exporter's max over the group's partitions)."""
+    max_s = sel("kafka_consumergroup_group_max_lag_seconds", group=GROUPS)
+    slo = sel("coordinator_mirror_group_lag_slo_seconds", group=GROUPS)
+    topic_sum = sel("kafka_consumergroup_group_topic_sum_lag", group=GROUPS, topic=TOPICS)
+    return [
+        row("Who is lagging"),
+        stat(
+            "Groups over their lag SLO",
+            [target(f"count(({max_s}) > on (cluster_name, group) ({slo})) or vector(0)")],
+            "Groups whose worst partition lags more seconds than their SLO (settings lag_slo_seconds, "
+            "lag_slo_overrides): what KafkaConsumerLagOverSLO alerts on.",
+            thresholds=[(None, "green"), (1, "red")],
+        ),
+        stat(
+            "Groups in ERR",
+            [target(f"count({gsel('coordinator_mirror_consumer_status')} == 3) or vector(0)")],
+            "Groups Burrow's rules rate ERR: a partition stopped, stalled or rewound.",
+            thresholds=[(None, "green"), (1, "red")],
+        ),
+        stat(
+            "Worst lag",
+            [target(f"max({max_s})")],
+            "The largest lag in seconds of any selected group's partition.",
+            unit="s",
+        ),
+        stat(
+            "Lag (messages)",
+            [target(f"sum({topic_sum})")],
+            "Records the selected groups have yet to consume from the selected topics.",
+        ),
+        stat(
+            "Lag figures age",
+            [target(f"time() - max({sel('coordinator_mirror_lag_sample_timestamp_seconds')})")],
+            "Seconds since the log offsets behind the lag were read (every lag_interval_s).",
+            unit="s",
+            thresholds=[(None, "green"), (60, "orange"), (300, "red")],
+        ),
+        stat(
+            "Groups with lag",
+            [target(f"count(sum by (cluster_name, group) ({topic_sum}) > 0) or vector(0)")],
+            "Selected groups with any lag on the selected topics.",
+        ),
+        bargauge(
+            "Top groups by lag (seconds)",
+            [target(f"topk(10, max by (cluster_name, group) ({max_s}))", "{{group}}", instant=True)],
+            "How far behind each group's worst partition is, in seconds (the time the log end passed "
+            "its committed offset).",
+            unit="s",
+            w=12,
+        ),
+        bargauge(
+            "Top groups by lag (messages)",
+            [target(f"topk(10, sum by (cluster_name, group) ({topic_sum}))", "{{group}}", instant=True)],
+            "Records each group has yet to consume, summed over the selected topics.",
+            w=12,
+        ),
+        timeseries(
+            "Lag (seconds) of the most lagging groups",
+            [
+                target(
+                    f"max by (cluster_name, group) ({max_s})\nand on (cluster_name, group) {_top_lagging()}",
+                    "{{group}}",
+                )
+            ],
+            "The 10 groups with the largest lag at the end of the time range, over time.",
+            unit="s",
+        ),
+        timeseries(
+            "Lag (messages) by topic",
+            [target(f"topk(10, sum by (cluster_name, topic) ({topic_sum}))", "{{topic}}")],
+            "Records the selected groups have yet to consume, per topic (the 10 largest).",
+        ),
+        ranked(
+            "Lag against the SLO",
+            f"topk(20, max by (cluster_name, group) ({max_s}) / on (cluster_name, group) "
+            f"max by (cluster_name, group) ({slo}))",
+            "The groups closest to (or over) their lag SLO: worst lag in seconds divided by the SLO "
+            "(over 1: KafkaConsumerLagOverSLO fires after lag_slo_for).",
+            unit="percentunit",
+            column="lag / SLO",
+        ),
+        ranked(
+            "Lag by group and topic",
+            f"topk(50, sum by (cluster_name, group, topic) ({topic_sum}))",
+            "Records each group has yet to consume per topic (the 50 largest); the topic dashboard "
+            "shows one topic's partitions and consumers.",
+            column="lag (messages)",
+        ),
+    ]
+
+
+def overview_variables() -> list[dict[str, Any]]:
+    """cluster, group and topic filters (multi-value, "All" by default)."""
+    groups = f'label_values({metric("coordinator_mirror_group_info")}{{cluster_name=~"$cluster"}}, group)'
+    topics = (
+        f"label_values({metric('kafka_consumergroup_group_topic_sum_lag')}"
+        f'{{cluster_name=~"$cluster",group=~"$group"}}, topic)'
+    )
+    return [
+        datasource_variable(),
+        cluster_variable(),
+        query_variable("group", "Group", groups, multi=True, include_all=True),
+        query_variable("topic", "Topic", topics, multi=True, include_all=True),
+    ]
 
 
 def overview() -> dict[str, Any]:
     groups = "coordinator_mirror_groups"
     panels = [
+        *lagging(),
         row("Groups"),
         stat("Groups", [target(f"sum({sel(groups)})")], "Consumer groups the mirror holds (every kind)."),
         stat(
@@ -82,7 +211,7 @@ def overview() -> dict[str, Any]:
         ),
         stat(
             "Offsets expiring within 24h",
-            [target(f"sum({sel('coordinator_mirror_group_offsets_expiring', window='24h')}) or vector(0)")],
+            [target(f"sum({gsel('coordinator_mirror_group_offsets_expiring', window='24h')}) or vector(0)")],
             "Committed offsets that Kafka's retention rules will delete within a day.",
             thresholds=[(None, "green"), (1, "orange")],
         ),
@@ -105,46 +234,37 @@ def overview() -> dict[str, Any]:
             [
                 target(
                     f"topk(10, sum by (cluster_name, group) "
-                    f"(rate({sel('coordinator_mirror_group_rebalances_total')}[{RI}])) * 60)",
+                    f"(rate({gsel('coordinator_mirror_group_rebalances_total')}[{RI}])) * 60)",
                     "{{group}}",
                 )
             ],
             "Completed rebalances per minute (generation / assignment epoch bumps) of the busiest groups.",
             unit="none",
         ),
-        table(
+        ranked(
             "Most rebalances in the time range",
-            [
-                target(
-                    f"topk(20, sum by (cluster_name, group) "
-                    f"(increase({sel('coordinator_mirror_group_rebalances_total')}[$__range])) > 0)",
-                    table=True,
-                )
-            ],
+            f"topk(20, sum by (cluster_name, group) "
+            f"(increase({gsel('coordinator_mirror_group_rebalances_total')}[$__range])) > 0)",
             "Groups by rebalances completed in the dashboard's time range.",
-            rename={"Value": "rebalances", "group": "group", "cluster_name": "cluster"},
-            sort_by="rebalances",
-            desc=True,
+            column="rebalances",
         ),
         state_timeline(
             "State of the most rebalancing groups",
-            [target(f"{state_code({})}\nand on (cluster_name, group) {_top_rebalancing()}", "{{group}}")],
-            "Kafka state of the 10 groups with the most rebalances in the time range.",
-        ),
-        table(
-            "Flapping: groups that lost their last member most often",
             [
                 target(
-                    f"topk(20, sum by (cluster_name, group) "
-                    f"(increase({sel('coordinator_mirror_group_emptied_total')}[$__range])) > 0)",
-                    table=True,
+                    f"{state_code({'group': GROUPS})}\nand on (cluster_name, group) {_top_rebalancing()}",
+                    "{{group}}",
                 )
             ],
+            "Kafka state of the 10 groups with the most rebalances in the time range.",
+        ),
+        ranked(
+            "Flapping: groups that lost their last member most often",
+            f"topk(20, sum by (cluster_name, group) "
+            f"(increase({gsel('coordinator_mirror_group_emptied_total')}[$__range])) > 0)",
             "Times each group became Empty in the time range -- counted from the log, so a group that "
             "empties and refills between two scrapes is counted too.",
-            rename={"Value": "times emptied", "cluster_name": "cluster"},
-            sort_by="times emptied",
-            desc=True,
+            column="times emptied",
         ),
         timeseries(
             "Membership changes (all groups)",
@@ -167,7 +287,7 @@ def overview() -> dict[str, Any]:
             [
                 target(
                     f"topk(10, sum by (cluster_name, group) "
-                    f"(rate({sel('coordinator_mirror_group_records_total')}[{RI}])))",
+                    f"(rate({gsel('coordinator_mirror_group_records_total')}[{RI}])))",
                     "{{group}}",
                 )
             ],
@@ -191,43 +311,31 @@ def overview() -> dict[str, Any]:
             "Offsets expiring (all groups)",
             [
                 target(
-                    f"sum by (window) ({sel('coordinator_mirror_group_offsets_expiring')})",
+                    f"sum by (window) ({gsel('coordinator_mirror_group_offsets_expiring')})",
                     "within {{window}}",
                 )
             ],
             "Committed offsets that expire within 1h / 24h under the cluster's retention rules.",
         ),
-        table(
+        ranked(
             "Stalest commits",
-            [
-                target(
-                    f"topk(20, time() - "
-                    f"{sel('coordinator_mirror_group_last_commit_timestamp_seconds')}"
-                    f" and on (cluster_name, group) {sel('coordinator_mirror_group_members')} > 0)",
-                    table=True,
-                )
-            ],
+            f"topk(20, time() - "
+            f"{gsel('coordinator_mirror_group_last_commit_timestamp_seconds')}"
+            f" and on (cluster_name, group) {gsel('coordinator_mirror_group_members')} > 0)",
             "Groups with members whose newest commit is the oldest: consumers that stopped committing "
             "while still in the group (stuck, or not committing at all).",
             unit="dtdurations",
-            rename={"Value": "since the last commit", "cluster_name": "cluster"},
-            sort_by="since the last commit",
-            desc=True,
+            column="since the last commit",
         ),
-        table(
+        ranked(
             "Groups whose offsets expire soonest",
-            [
-                target(
-                    f"bottomk(20, {sel('coordinator_mirror_group_next_offset_expiry_seconds')})",
-                    table=True,
-                )
-            ],
+            f"bottomk(20, {gsel('coordinator_mirror_group_next_offset_expiry_seconds')})",
             "Time until each group's next committed offset expires (groups whose offsets cannot expire, "
             "like a Stable group's subscribed topics, are not listed).",
             unit="dtdurations",
             hide=("Time", "__name__"),
-            rename={"Value": "expires in", "cluster_name": "cluster"},
-            sort_by="expires in",
+            column="expires in",
+            desc=False,
         ),
         timeseries(
             "Offsets expired and deleted",
@@ -237,7 +345,7 @@ def overview() -> dict[str, Any]:
                     "expired ({{origin}})",
                 ),
                 target(
-                    f"sum(increase({sel('coordinator_mirror_group_offsets_deleted_total')}[{RI}]))",
+                    f"sum(increase({gsel('coordinator_mirror_group_offsets_deleted_total')}[{RI}]))",
                     "deleted (admin)",
                 ),
                 target(
@@ -253,10 +361,10 @@ def overview() -> dict[str, Any]:
     return dashboard(
         OVERVIEW_UID,
         "Kafka consumer groups (coordinator-mirror)",
-        "Every consumer group of the cluster as the group coordinator holds it: states, rebalances, "
-        "membership, offset expiry.",
+        "Every consumer group of the cluster: who is lagging, and the groups as the group coordinator "
+        "holds them -- states, rebalances, membership, offset expiry.",
         panels,
-        [datasource_variable(), cluster_variable()],
+        overview_variables(),
     )
 
 
@@ -565,6 +673,149 @@ def detail() -> dict[str, Any]:
     )
 
 
+def topic() -> dict[str, Any]:
+    """One topic: its consumers' lag (messages and seconds, Burrow's status per partition) and its
+    partitions' log offsets, produce and consume rates, and how much room the consumers have before
+    retention deletes what they have not read."""
+    tsum = sel("kafka_consumergroup_group_topic_sum_lag", topic=T)
+    lag_s = sel("kafka_consumergroup_group_lag_seconds", topic=T)
+    committed = sel("kafka_consumergroup_group_offset", topic=T)
+    panels = [
+        row("Consumers"),
+        stat(
+            "Consumer groups",
+            [target(f"count(count by (cluster_name, group) ({tsum})) or vector(0)")],
+            "Groups with a committed offset on the topic (or assigned one of its partitions).",
+        ),
+        stat("Lag (messages)", [target(f"sum({tsum})")], "Records all its groups have yet to consume."),
+        stat(
+            "Worst lag",
+            [target(f"max({lag_s})")],
+            "The largest lag in seconds of any group on any partition of the topic (needs per-partition "
+            "series: metrics_per_partition / metrics_group_regex).",
+            unit="s",
+        ),
+        stat(
+            "Partitions",
+            [target(f"count({sel('kafka_partition_latest_offset', topic=T)})")],
+            "Partitions of the topic whose log offsets the mirror reads.",
+        ),
+        stat(
+            "Produced / s",
+            [target(f"sum(rate({sel('kafka_partition_latest_offset', topic=T)}[{RI}]))")],
+            "Records per second appended to the topic (its high watermarks' rate).",
+            unit="ops",
+        ),
+        stat(
+            "Partitions not OK",
+            [
+                target(
+                    f"count({sel('coordinator_mirror_consumer_partition_status', topic=T)} > 1) or vector(0)"
+                )
+            ],
+            "Group partitions Burrow's rules rate WARN, STOP, STALL or REWIND.",
+            thresholds=[(None, "green"), (1, "orange")],
+        ),
+        bargauge(
+            "Groups by lag (messages)",
+            [target(f"topk(20, sum by (cluster_name, group) ({tsum}))", "{{group}}", instant=True)],
+            "Records each group has yet to consume from the topic.",
+            w=12,
+        ),
+        bargauge(
+            "Groups by lag (seconds)",
+            [target(f"topk(20, max by (cluster_name, group) ({lag_s}))", "{{group}}", instant=True)],
+            "Each group's worst partition of the topic, in seconds behind.",
+            unit="s",
+            w=12,
+        ),
+        timeseries(
+            "Lag per group (messages)",
+            [target(f"sum by (cluster_name, group) ({tsum})", "{{group}}")],
+            "Records each group has yet to consume from the topic, over time.",
+        ),
+        timeseries(
+            "Lag per group (seconds)",
+            [target(f"max by (cluster_name, group) ({lag_s})", "{{group}}")],
+            "Each group's worst partition of the topic, in seconds behind, over time.",
+            unit="s",
+        ),
+        ranked(
+            "Consumer status per partition (Burrow)",
+            f"max by (cluster_name, group, partition) "
+            f"({sel('coordinator_mirror_consumer_partition_status', topic=T)})",
+            "Burrow's partition status per group: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND.",
+            column="status",
+        ),
+        row("Partitions"),
+        timeseries(
+            "Produce and consume rate",
+            [
+                target(f"sum(rate({sel('kafka_partition_latest_offset', topic=T)}[{RI}]))", "produced"),
+                target(
+                    f"sum by (cluster_name, group) (rate({committed}[{RI}]))",
+                    "consumed by {{group}}",
+                ),
+            ],
+            "Records per second appended to the topic, and committed by each group (its committed "
+            "offsets' rate: a group that keeps below the produce rate falls further behind).",
+            unit="ops",
+        ),
+        timeseries(
+            "Log offsets per partition",
+            [
+                target(sel("kafka_partition_latest_offset", topic=T), "[{{partition}}] high watermark"),
+                target(sel("coordinator_mirror_partition_stable_offset", topic=T), "[{{partition}}] LSO"),
+                target(sel("kafka_partition_earliest_offset", topic=T), "[{{partition}}] log start"),
+            ],
+            "High watermark, last stable offset and log-start offset of each partition.",
+        ),
+        ranked(
+            "Room before retention",
+            f"bottomk(20, min by (cluster_name, group, partition) ({committed} - on (cluster_name, "
+            f"topic, partition) group_left max by (cluster_name, topic, partition) "
+            f"({sel('kafka_partition_earliest_offset', topic=T)})))",
+            "Records between each group's committed offset and the partition's log start: how far "
+            "retention may advance before it deletes records the group has not read (below 0 it has).",
+            column="records before retention",
+            desc=False,
+        ),
+        ranked(
+            "Lag per group and partition",
+            f"topk(50, max by (cluster_name, group, partition) "
+            f"({sel('kafka_consumergroup_group_lag', topic=T)}))",
+            "Records each group has yet to consume per partition (the 50 largest).",
+            column="lag (messages)",
+        ),
+    ]
+    variables = [
+        datasource_variable(),
+        query_variable(
+            "cluster",
+            "Cluster",
+            f"label_values({metric('coordinator_mirror_ready')}, cluster_name)",
+            multi=False,
+            include_all=False,
+        ),
+        query_variable(
+            "topic",
+            "Topic",
+            f'label_values({metric("kafka_partition_latest_offset")}{{cluster_name=~"$cluster"}}, topic)',
+            multi=False,
+            include_all=False,
+        ),
+    ]
+    return dashboard(
+        TOPIC_UID,
+        "Kafka topic consumers (coordinator-mirror)",
+        "One topic: its consumer groups' lag and health, its partitions' offsets, produce and consume "
+        "rates, and the room left before retention deletes unread records.",
+        panels,
+        variables,
+        time_from="now-3h",
+    )
+
+
 def health() -> dict[str, Any]:
     m = "coordinator_mirror_"
     panels = [
@@ -676,20 +927,12 @@ def health() -> dict[str, Any]:
             "Records counted and skipped (GET /errors lists the recent ones with partition and offset).",
             bars=True,
         ),
-        table(
+        ranked(
             "Skipped records by type and reason",
-            [
-                target(
-                    "sum by (cluster_name, status, record_type, reason) "
-                    f"({sel(f'{m}skipped_records_total')})",
-                    table=True,
-                )
-            ],
+            f"sum by (cluster_name, status, record_type, reason) ({sel(f'{m}skipped_records_total')})",
             "Records the mirror could not read since it started, by status, record type and reason "
             "class (a series appears with its first record: totals, not increase(), show it).",
-            rename={"Value": "records", "cluster_name": "cluster"},
-            sort_by="records",
-            desc=True,
+            column="records",
         ),
         timeseries(
             "Group fold failures by exception",
@@ -822,8 +1065,14 @@ def health() -> dict[str, Any]:
         ),
         timeseries(
             "Partitions read per round",
-            [target(sel("coordinator_mirror_lag_partitions"), "partitions")],
-            "Topic-partitions whose log offsets the last round read.",
+            [
+                target(sel("coordinator_mirror_lag_partitions"), "partitions"),
+                target(
+                    sel("coordinator_mirror_topic_ids_unresolved"), "topic ids without a name: {{reason}}"
+                ),
+            ],
+            "Topic-partitions whose log offsets the last round read; topic ids shown as ids (unnamed: "
+            "no name known -- a deleted topic; malformed: a client's id not in Kafka's form).",
             w=8,
         ),
     ]
@@ -841,6 +1090,7 @@ def health() -> dict[str, Any]:
 DASHBOARDS = {
     "consumer-groups-overview.json": overview,
     "consumer-group-detail.json": detail,
+    "kafka-topic.json": topic,
     "mirror-health.json": health,
     "consumer-group-insights.json": insights,  # dashboards/insights.py (issue 26)
 }

@@ -2,10 +2,14 @@
 
 Every threshold is a field of `Thresholds` with its default; users override them when rendering
 (``python -m dashboards.build --rules-out my-alerts.yaml --set storm_rebalances=10``) instead of
-editing the YAML.  Metric names go through `dashboards.grafana.metric`, so a rule cannot name a
-series the exporter does not have.
+editing the YAML, and the Helm chart takes them from its values (``prometheusRule.thresholds``):
+the chart renders `rules_template()` -- these same rules with a token (``__T_<name>__``) where
+each threshold goes -- so the chart and the rules file cannot drift apart (tests/test_helm renders
+both with the same overrides and compares).  Metric names go through `dashboards.grafana.metric`,
+so a rule cannot name a series the exporter does not have.  Every alert carries a ``runbook_url``
+to its section of docs/runbooks.md.
 
-Two patterns worth knowing:
+Patterns worth knowing:
 
 * **Counters whose first increase may predate the first scrape** (decode errors, unknown record
   types, read in the first catch-up batch after a start): ``increase()`` needs two samples, so the
@@ -13,6 +17,9 @@ Two patterns worth knowing:
   start (``coordinator_mirror_start_time_seconds``).
 * **Per-group counters vanish with their group**; groups deleted because their offsets expired are
   counted by the mirror-level ``coordinator_mirror_groups_deleted_total{reason="expired"}``.
+* **Consumer health alerts are per group**, not per partition (a stopped 50-partition group pages
+  once): the value is the number of partitions, the description lists them (a ``query`` in the
+  annotation template, the first `PARTITIONS_LISTED`).
 """
 
 from __future__ import annotations
@@ -28,63 +35,94 @@ import yaml
 from dashboards.grafana import metric
 
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+#: the project's home; the runbooks are docs/runbooks.md there (Chart.yaml names the same home)
+PROJECT_URL = "https://github.com/coordinator-mirror/coordinator-mirror"
+RUNBOOK_URL = f"{PROJECT_URL}/blob/main/docs/runbooks.md"
+#: partitions a consumer-health alert's description names at most
+PARTITIONS_LISTED = 20
+#: the groups of the rules file, in order
+GROUP_NAMES = ("coordinator-mirror.groups", "coordinator-mirror.mirror")
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Alert thresholds and windows (Prometheus durations).  The defaults suit a production cluster
-    scraped every 15-60 s; the live test renders the same rules with seconds-long windows."""
+    """Alert thresholds and windows (Prometheus durations), and how the rules are rendered.  The
+    defaults suit a production cluster scraped every 15-60 s; the live test renders the same rules
+    with seconds-long windows."""
 
-    #: RebalanceStorm: more than N completed rebalances of one group within the window, sustained
+    #: RebalanceStorm: more rebalances of one group than this within storm_window ...
     storm_rebalances: float = 5.0
+    #: RebalanceStorm: ... the window its rebalances are counted over ...
     storm_window: str = "10m"
+    #: RebalanceStorm: ... sustained this long (a rolling deploy's burst is shorter)
     storm_for: str = "15m"
-    #: Flapping: the group became Empty (its last member left) more than N times within the window
+    #: Flapping: the group became Empty (its last member left) more often than this ...
     flapping_emptied: float = 2.0
+    #: Flapping: ... within this window ...
     flapping_window: str = "30m"
+    #: Flapping: ... sustained this long
     flapping_for: str = "5m"
-    #: OffsetsExpiringSoon: an Empty group's next offset expires in less than this many hours
+    #: OffsetsExpiringSoon: an Empty group's next committed offset expires within this many hours ...
     expiring_hours: float = 24.0
+    #: OffsetsExpiringSoon: ... sustained this long
     expiring_for: str = "10m"
-    #: OffsetsExpired / GroupsExpired: any expiry within the window
+    #: OffsetsExpired / GroupsExpired: any expiry within this window
     expired_window: str = "15m"
-    #: DecodeErrors / UnknownRecordTypes: any within the window
+    #: DecodeErrors / UnknownRecordTypes: any such record within this window
     decode_window: str = "15m"
     #: NotReady: still catching up after this long (a large __consumer_offsets takes a while)
     not_ready_for: str = "30m"
-    #: FallingBehind: more than N records behind the end of __consumer_offsets, sustained
+    #: FallingBehind: more records than this behind the end of __consumer_offsets ...
     behind_records: float = 100_000.0
+    #: FallingBehind: ... sustained this long
     behind_for: str = "15m"
-    #: ConsumerLagOverSLO: the group's max lag in seconds above its SLO, sustained
+    #: ConsumerLagOverSLO: the group's max lag in seconds above its SLO for this long
     lag_slo_for: str = "5m"
-    #: ConsumerStopped / ConsumerStalled: a partition in Burrow's STOP / STALL status, sustained
+    #: ConsumerStopped: partitions of the group in Burrow's STOP for this long
     stopped_for: str = "5m"
+    #: ConsumerStalled: partitions of the group in Burrow's STALL for this long
     stalled_for: str = "5m"
-    #: QueryFailed: the streaming query is not running (failed and restarting, or waiting)
+    #: QueryFailed: the streaming query not running (failed and restarting, or waiting) for this long
     query_failed_for: str = "2m"
-    #: Down: the scrape job of the mirror (``up == 0``), and how long
+    #: Down: the scrape job of the mirror (its ``up`` series)
     job: str = "coordinator-mirror"
+    #: Down / SourceUnavailable: the scrape, or the mirror's check of the cluster, failing this long
     down_for: str = "2m"
     #: Absent: no series of the mirror at all for this long (never deployed, or the target vanished)
     absent_for: str = "10m"
-    #: NoBatches: no micro-batch finished for this many seconds (default: 60 triggers of 5 s)
+    #: NoBatches: no micro-batch finished for more seconds than this ...
     no_batch_seconds: float = 300.0
+    #: NoBatches: ... sustained this long
     no_batch_for: str = "2m"
-    #: RestartLoop: more than N process starts or query restarts within the window
+    #: RestartLoop: more process starts or query restarts than `restarts` within this window
     restart_window: str = "30m"
+    #: RestartLoop: ... more than this many
     restarts: float = 2.0
-    #: SlowRebalance: a group's last timed rebalance (its longest known phase: the total where the
-    #: log gives the start) took longer than this, and it ended within the window (issue 26)
+    #: SlowRebalance: a group's last rebalance timed from the log took more seconds than this ...
     slow_rebalance_seconds: float = 60.0
+    #: SlowRebalance: ... and ended within this window
     slow_rebalance_window: str = "30m"
     #: extra labels on every alert (e.g. team, or a different severity policy)
     extra_labels: dict[str, str] = field(default_factory=dict)
+    #: alerts left out of the rendered file (by name)
+    disabled: tuple[str, ...] = ()
+    #: where the runbooks live: each alert's runbook_url is this + "#" + its lower-cased name
+    runbook_url: str = RUNBOOK_URL
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name.endswith(("_window", "_for")) and not _DURATION.match(str(v)):
                 raise ValueError(f"{f.name}: {v!r} is not a Prometheus duration (e.g. 30s, 10m, 1h)")
+        object.__setattr__(self, "disabled", tuple(self.disabled))
+        unknown = set(self.disabled) - set(alert_names()) if self.disabled else set()
+        if unknown:
+            known = ", ".join(alert_names())
+            raise ValueError(f"disabled: no alert named {sorted(unknown)} (known: {known})")
+
+    def up_matchers(self) -> str:
+        """The label matchers of the mirror's own scrape series (``up``)."""
+        return f'job="{self.job}"'
 
     @classmethod
     def with_overrides(cls, overrides: dict[str, Any]) -> Thresholds:
@@ -100,24 +138,83 @@ class Thresholds:
                 value = float(raw)
             elif isinstance(raw, str) and kind.startswith("dict"):
                 value = json.loads(raw)  # extra_labels='{"team": "platform"}'
+            elif isinstance(raw, str) and kind.startswith("tuple"):
+                value = tuple(n.strip() for n in raw.split(",") if n.strip())  # disabled=A,B
             kwargs[name] = value
         return cls(**kwargs)
 
 
-def _num(x: float) -> str:
+def threshold_fields() -> list[dataclasses.Field[Any]]:
+    """The fields that are numbers or durations: what the Helm chart takes as
+    ``prometheusRule.thresholds`` (the others -- job, extra labels, disabled alerts, the runbook
+    address -- are chart values of their own)."""
+    return [
+        f for f in dataclasses.fields(Thresholds) if f.type == "float" or f.name.endswith(("_window", "_for"))
+    ]
+
+
+def is_duration(f: dataclasses.Field[Any]) -> bool:
+    return f.name.endswith(("_window", "_for"))
+
+
+def threshold_docs() -> dict[str, str]:
+    """Each field's ``#:`` comment in `Thresholds`."""
+    import inspect
+
+    names = {f.name for f in dataclasses.fields(Thresholds)}
+    docs: dict[str, str] = {}
+    comment = ""
+    for line in inspect.getsource(Thresholds).splitlines():
+        text = line.strip()
+        if text.startswith("#:"):
+            comment = text[2:].strip()
+        elif (m := re.match(r"^([a-z_]+): ", text)) and m.group(1) in names:
+            docs[m.group(1)] = comment
+            comment = ""
+    return docs
+
+
+class _Tokens:
+    """`Thresholds` as the chart renders them: every threshold a token the chart's template
+    replaces (``__T_<name>__``; ``__S_<name>__`` a duration in seconds)."""
+
+    extra_labels: dict[str, str] = {}  # noqa: RUF012 - read-only, like Thresholds'
+    disabled: tuple[str, ...] = ()
+    runbook_url = "__T_runbook_url__"
+
+    def __getattr__(self, name: str) -> str:
+        if name in {f.name for f in threshold_fields()}:
+            return f"__T_{name}__"
+        raise AttributeError(name)
+
+    def up_matchers(self) -> str:
+        return "__T_up_matchers__"
+
+
+def _num(x: float | str) -> str:
+    if isinstance(x, str):  # a token
+        return x
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _appeared(name: str, window: str) -> str:
-    """A counter that went up within ``window`` -- or was already above 0 at the first scrapes
+def _seconds(t: Thresholds | _Tokens, name: str) -> str:
+    """A duration threshold in seconds (PromQL compares numbers with ``time()``)."""
+    if isinstance(t, _Tokens):
+        return f"__S_{name}__"
+    return str(_window_seconds(getattr(t, name)))
+
+
+def _appeared(name: str, t: Thresholds | _Tokens, window_name: str) -> str:
+    """A counter that went up within the window -- or was already above 0 at the first scrapes
     after the exporter started (then ``increase()`` has no earlier sample to compare with)."""
     m = metric(name)
     start = metric("coordinator_mirror_start_time_seconds")
+    window = getattr(t, window_name)
     return (
         f"sum by (cluster_name) (increase({m}[{window}])) > 0\n"
         f"or\n"
         f"(sum by (cluster_name) ({m}) > 0\n"
-        f"  and on (cluster_name) (time() - max by (cluster_name) ({start})) < {_window_seconds(window)})"
+        f"  and on (cluster_name) (time() - max by (cluster_name) ({start})) < {_seconds(t, window_name)})"
     )
 
 
@@ -126,19 +223,71 @@ def _window_seconds(duration: str) -> int:
     return int(sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration)))
 
 
+def thresholds_by_alert() -> dict[str, list[str]]:
+    """alert -> the thresholds its rule uses (the tokens the chart fills in for it)."""
+    names = [f.name for f in threshold_fields()]
+    used: dict[str, list[str]] = {}
+    for group in _groups(_Tokens()):
+        for rule in group["rules"]:
+            text = repr(rule)
+            used[rule["alert"]] = [n for n in names if f"__T_{n}__" in text or f"__S_{n}__" in text]
+    return used
+
+
+def runbook_anchor(alert: str) -> str:
+    """The anchor of an alert's section in docs/runbooks.md (its heading is the alert's name)."""
+    return alert.lower()
+
+
 def _rule(  # noqa: PLR0917 - one positional row per alert reads like a table
-    alert: str, expr: str, for_: str, severity: str, summary: str, description: str, t: Thresholds
+    alert: str,
+    expr: str,
+    for_: str,
+    severity: str,
+    summary: str,
+    description: str,
+    t: Thresholds | _Tokens,
 ) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": alert, "expr": expr}
     if for_ not in ("0s", "0m"):
         rule["for"] = for_
     rule["labels"] = {"severity": severity, **t.extra_labels}
-    rule["annotations"] = {"summary": summary, "description": description}
+    rule["annotations"] = {
+        "summary": summary,
+        "description": description,
+        "runbook_url": f"{t.runbook_url}#{runbook_anchor(alert)}",
+    }
     return rule
 
 
+def _partitions(status: int) -> str:
+    """An annotation template listing the group's partitions in Burrow status ``status``
+    (topic[partition], topic-major), the first `PARTITIONS_LISTED` of them."""
+    series = metric("coordinator_mirror_consumer_partition_status")
+    query = f'printf "{series}{{cluster_name=%q,group=%q}} == {status}" $labels.cluster_name $labels.group'
+    return (
+        f'{{{{ with {query} | query | sortByLabel "partition" | sortByLabel "topic" }}}}'
+        f"{{{{ range $i, $p := . }}}}{{{{ if lt $i {PARTITIONS_LISTED} }}}}{{{{ if $i }}}}, {{{{ end }}}}"
+        "{{ $p.Labels.topic }}[{{ $p.Labels.partition }}]{{ end }}{{ end }}"
+        f"{{{{ if gt (len .) {PARTITIONS_LISTED} }}}} (the first {PARTITIONS_LISTED}){{{{ end }}}}"
+        "{{ end }}"
+    )
+
+
 def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
+    """The rule groups of the rules file (without the alerts ``t.disabled`` names)."""
     t = t or Thresholds()
+    return [
+        {"name": g["name"], "rules": [r for r in g["rules"] if r["alert"] not in t.disabled]}
+        for g in _groups(t)
+    ]
+
+
+def alert_names() -> list[str]:
+    return [r["alert"] for g in _groups(Thresholds()) for r in g["rules"]]
+
+
+def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
     rebalances = metric("coordinator_mirror_group_rebalances_total")
     emptied = metric("coordinator_mirror_group_emptied_total")
     expiry = metric("coordinator_mirror_group_next_offset_expiry_seconds")
@@ -154,6 +303,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
     restarts = metric("coordinator_mirror_query_restarts_total")
     quarantined = metric("coordinator_mirror_groups_quarantined")
     mismatches = metric("coordinator_mirror_reconcile_mismatches")
+    status = metric("coordinator_mirror_consumer_partition_status")
     rebalance_duration = metric("coordinator_mirror_group_rebalance_duration_seconds")
     last_rebalance = metric("coordinator_mirror_group_last_rebalance_timestamp_seconds")
     groups = [
@@ -175,7 +325,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             "KafkaConsumerGroupSlowRebalance",
             f"max by (cluster_name, group) ({rebalance_duration}) > {_num(t.slow_rebalance_seconds)}\n"
             f"and on (cluster_name, group)\n"
-            f"(time() - {last_rebalance} < {_window_seconds(t.slow_rebalance_window)})",
+            f"(time() - {last_rebalance} < {_seconds(t, 'slow_rebalance_window')})",
             "0m",
             "warning",
             "Consumer group {{ $labels.group }} rebalanced slowly",
@@ -202,7 +352,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
         ),
         _rule(
             "KafkaConsumerGroupOffsetsExpiringSoon",
-            f"({expiry} < {_num(t.expiring_hours * 3600)})\n"
+            f"({expiry} < {_num(t.expiring_hours)} * 3600)\n"
             f'and on (cluster_name, group) ({state}{{state="Empty"}} == 1)',
             t.expiring_for,
             "warning",
@@ -250,43 +400,42 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
         ),
         _rule(
             "KafkaConsumerStopped",
-            f"{metric('coordinator_mirror_consumer_partition_status')} == 4",
+            f"count by (cluster_name, group) ({status} == 4)",
             t.stopped_for,
             "critical",
-            "Consumer group {{ $labels.group }} stopped committing on "
-            "{{ $labels.topic }}[{{ $labels.partition }}]",
-            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} has lag on {{ $labels.topic }} "
-            "partition {{ $labels.partition }} and has not committed for longer than its window of commits "
-            "(Burrow's STOP, Rule 3).",
+            "Consumer group {{ $labels.group }} stopped committing on {{ $value }} partition(s)",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} has lag and has not committed "
+            "for longer than its window of commits (Burrow's STOP, Rule 3) on {{ $value }} partition(s): "
+            f"{_partitions(4)}.",
             t,
         ),
         _rule(
             "KafkaConsumerStalled",
-            f"{metric('coordinator_mirror_consumer_partition_status')} == 5",
+            f"count by (cluster_name, group) ({status} == 5)",
             t.stalled_for,
             "critical",
-            "Consumer group {{ $labels.group }} is stalled on {{ $labels.topic }}[{{ $labels.partition }}]",
+            "Consumer group {{ $labels.group }} is stalled on {{ $value }} partition(s)",
             "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} keeps committing the same "
-            "offset of {{ $labels.topic }} partition {{ $labels.partition }} while it has lag (Burrow's "
-            "STALL, Rule 4).",
+            "offset while it has lag (Burrow's STALL, Rule 4) on {{ $value }} partition(s): "
+            f"{_partitions(5)}.",
             t,
         ),
         _rule(
             "KafkaConsumerRewound",
-            f"{metric('coordinator_mirror_consumer_partition_status')} == 6",
+            f"count by (cluster_name, group) ({status} == 6)",
             "0m",
             "warning",
-            "Consumer group {{ $labels.group }} rewound {{ $labels.topic }}[{{ $labels.partition }}]",
-            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} committed an offset of "
-            "{{ $labels.topic }} partition {{ $labels.partition }} lower than before (a seek back or offset "
-            "reset; Burrow's REWIND, Rule 2): it reprocesses records.",
+            "Consumer group {{ $labels.group }} rewound {{ $value }} partition(s)",
+            "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} committed an offset lower than "
+            "before (a seek back or offset reset; Burrow's REWIND, Rule 2) on {{ $value }} partition(s): "
+            f"{_partitions(6)}. It reprocesses records.",
             t,
         ),
     ]
     mirror = [
         _rule(
             "CoordinatorMirrorDecodeErrors",
-            _appeared("coordinator_mirror_decode_errors_total", t.decode_window),
+            _appeared("coordinator_mirror_decode_errors_total", t, "decode_window"),
             "0m",
             "warning",
             "The coordinator mirror cannot decode records of __consumer_offsets",
@@ -298,7 +447,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
         ),
         _rule(
             "CoordinatorMirrorUnknownRecordTypes",
-            _appeared("coordinator_mirror_unknown_records_total", t.decode_window),
+            _appeared("coordinator_mirror_unknown_records_total", t, "decode_window"),
             "0m",
             "warning",
             "__consumer_offsets holds record types the coordinator mirror does not know",
@@ -341,12 +490,13 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
         ),
         _rule(
             "CoordinatorMirrorDown",
-            f'up{{job="{t.job}"}} == 0',
+            f"up{{{t.up_matchers()}}} == 0",
             t.down_for,
             "critical",
             "The coordinator mirror is down",
-            f"Prometheus cannot scrape the coordinator mirror ({{{{ $labels.instance }}}}, job {t.job}) for "
-            f"{t.down_for}: the process is gone or not answering. Nothing watches the groups meanwhile.",
+            "Prometheus cannot scrape the coordinator mirror ({{ $labels.instance }}, job "
+            f"{{{{ $labels.job }}}}) for {t.down_for}: the process is gone or not answering. Nothing "
+            "watches the groups meanwhile.",
             t,
         ),
         _rule(
@@ -414,10 +564,7 @@ def rule_groups(t: Thresholds | None = None) -> list[dict[str, Any]]:
             t,
         ),
     ]
-    return [
-        {"name": "coordinator-mirror.groups", "rules": groups},
-        {"name": "coordinator-mirror.mirror", "rules": mirror},
-    ]
+    return [{"name": GROUP_NAMES[0], "rules": groups}, {"name": GROUP_NAMES[1], "rules": mirror}]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -433,12 +580,27 @@ def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+def _dump(groups: list[dict[str, Any]]) -> str:
+    return yaml.dump({"groups": groups}, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True)
+
+
 def rules_yaml(t: Thresholds | None = None) -> str:
     header = (
         "# Generated by `python -m dashboards.build` from dashboards/rules.py -- do not edit; override\n"
-        "# thresholds with `python -m dashboards.build --rules-out FILE --set NAME=VALUE` (README).\n"
+        "# thresholds with `python -m dashboards.build --rules-out FILE --set NAME=VALUE`\n"
+        "# (docs/monitoring.md; the Helm chart takes them from its values).\n"
     )
-    body = yaml.dump(
-        {"groups": rule_groups(t)}, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True
+    return header + _dump(rule_groups(t))
+
+
+def rules_template() -> str:
+    """The rules with a token where each threshold goes: what the Helm chart renders from its
+    values (templates/prometheusrule.yaml replaces ``__T_<name>__`` with the value of
+    ``prometheusRule.thresholds.<name>``, ``__S_<name>__`` with that duration in seconds,
+    ``__T_up_matchers__`` with the ServiceMonitor's job and namespace, ``__T_runbook_url__`` with
+    ``prometheusRule.runbookUrl``)."""
+    header = (
+        "# Generated by `python -m dashboards.build` from dashboards/rules.py -- do not edit. The rules\n"
+        "# of dashboards/prometheus/alerts.yaml with tokens the chart's prometheusrule.yaml fills in.\n"
     )
-    return header + body
+    return header + _dump(_groups(_Tokens()))

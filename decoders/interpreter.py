@@ -10,7 +10,6 @@ mapping sentinels to None as the tables declare.  There is no per-version decode
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from typing import Any, Final, Protocol
 
@@ -26,6 +25,7 @@ from decoders.schema import (
     Primitive,
     Struct,
 )
+from decoders.uuids import kafka_uuid
 from decoders.wire import (
     FIXED_ARRAY_FORMATS,
     PRIMITIVE_READERS,
@@ -268,11 +268,6 @@ def _read_trailer(
 
 # --------------------------------------------------------------------------------------------
 # Raw -> typed
-
-
-def kafka_uuid(raw: bytes) -> str:
-    """Kafka's ``Uuid.toString()``: URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def uuid_or_none(raw: bytes | None) -> str | None:

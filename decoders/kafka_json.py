@@ -38,10 +38,11 @@ from decoders.consumer_protocol import (
     read_subscription,
 )
 from decoders.decode import RawRecord, Registry, decode_raw
-from decoders.interpreter import UNKNOWN_TAGS, RawStruct, kafka_uuid
+from decoders.interpreter import UNKNOWN_TAGS, RawStruct
 from decoders.records import NO_SOURCE, DecodeError, ErrorKind, Source, UnknownRecord
 from decoders.schema import BYTES, UUID, ArrayOf, Field, FieldType, Primitive, Struct
 from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES
+from decoders.uuids import kafka_uuid
 
 STATUS_OK: Final = "ok"
 STATUS_UNKNOWN: Final = "unknown"

@@ -1,25 +1,49 @@
-"""Keep the chart's values.schema.json `settings` part generated from the settings model.
+"""Keep the chart's values.schema.json and README generated from their sources.
 
-The chart's `settings` values are the application's settings by name (streaming/settings.py);
-their JSON schema -- types, enums, bounds, descriptions, no unknown names -- is derived from
-``Settings.model_json_schema()`` so that Helm rejects what the application would reject before
-anything is deployed. The rest of values.schema.json is written by hand.
+* `settings`: the application's settings by name (streaming/settings.py); their JSON schema --
+  types, enums, bounds, descriptions, no unknown names -- is derived from
+  ``Settings.model_json_schema()`` so that Helm rejects what the application would reject before
+  anything is deployed.
+* `prometheusRule`: the alert rules' thresholds and names from dashboards/rules.py (the chart
+  renders the same rules: templates/prometheusrule.yaml).
+* every other value's `description`: its ``# --`` comment in values.yaml (helm-docs' convention);
+  the rest of the schema (types, bounds, patterns) is written by hand.
+* the chart's README.md: one row per value, from the schema (type, description) and values.yaml
+  (default).
 
-    python helm/values_schema.py          # rewrite the settings part in place
-    python helm/values_schema.py --check  # exit 1 if it drifted from the model (tests run this)
+    python helm/values_schema.py          # rewrite values.schema.json and README.md in place
+    python helm/values_schema.py --check  # exit 1 if either drifted (tests run this)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dashboards.rules import (
+    Thresholds,
+    alert_names,
+    is_duration,
+    threshold_docs,
+    threshold_fields,
+)
 from streaming.settings import Settings
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "coordinator-mirror" / "values.schema.json"
+CHART = Path(__file__).resolve().parent / "coordinator-mirror"
+SCHEMA_PATH = CHART / "values.schema.json"
+VALUES_PATH = CHART / "values.yaml"
+README_PATH = CHART / "README.md"
+#: a Prometheus duration (what rule thresholds ending in _window / _for are)
+DURATION_PATTERN = "^([0-9]+(ms|s|m|h|d|w|y))+$"
 #: JSON-schema keywords kept from pydantic's output (titles, defaults and formats are dropped:
 #: the defaults live in values.yaml, and "path" is no JSON-schema format)
 KEEP = {
@@ -76,29 +100,227 @@ def settings_schema() -> dict[str, Any]:
     }
 
 
-def render(current: dict[str, Any]) -> str:
-    updated = dict(current)
-    updated["properties"] = dict(current["properties"])
+def prometheus_rule_schema() -> dict[str, Any]:
+    """The `prometheusRule` values: thresholds and alert names from dashboards/rules.py."""
+    docs = threshold_docs()
+    thresholds: dict[str, Any] = {}
+    for f in threshold_fields():
+        if is_duration(f):
+            thresholds[f.name] = {"type": "string", "pattern": DURATION_PATTERN}
+        else:
+            thresholds[f.name] = {"type": "number", "minimum": 0}
+        thresholds[f.name]["description"] = docs[f.name]
+    string_map = {"type": "object", "additionalProperties": {"type": "string"}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "namespace": {"type": "string"},
+            "labels": dict(string_map),
+            "thresholds": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [f.name for f in threshold_fields()],
+                "properties": thresholds,
+            },
+            "disabled": {
+                "type": "object",
+                "propertyNames": {"enum": alert_names()},
+                "additionalProperties": {"type": "boolean"},
+            },
+            "additionalRuleLabels": dict(string_map),
+            "runbookUrl": {"type": "string", "pattern": "^https?://[^\\s\"']+$"},
+            "additionalRules": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["expr"],
+                    "anyOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                    "properties": {
+                        "alert": {"type": "string", "minLength": 1},
+                        "record": {"type": "string", "minLength": 1},
+                        "expr": {"type": ["string", "integer"]},
+                        "for": {"type": "string", "pattern": DURATION_PATTERN},
+                        "keep_firing_for": {"type": "string", "pattern": DURATION_PATTERN},
+                        "labels": dict(string_map),
+                        "annotations": dict(string_map),
+                    },
+                    "additionalProperties": False,
+                },
+            },
+        },
+    }
+
+
+def threshold_defaults() -> dict[str, Any]:
+    """`Thresholds`' defaults as values.yaml spells them (the chart's defaults must equal them)."""
+    t = Thresholds()
+    out: dict[str, Any] = {}
+    for f in threshold_fields():
+        value = getattr(t, f.name)
+        out[f.name] = value if isinstance(value, str) else (int(value) if value.is_integer() else value)
+    return out
+
+
+# ------------------------------------------------------------------------- values.yaml comments
+_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?:\s|$)")
+
+
+def value_docs(text: str) -> dict[str, str]:
+    """``path -> description`` from values.yaml's ``# --`` comments (helm-docs' convention): the
+    comment block right above a key, up to its first example line (a comment line indented by
+    more than one space after the ``#``)."""
+    docs: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    pending: list[str] | None = None
+    in_example = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# --"):
+            pending, in_example = [stripped[4:].strip()], False
+            continue
+        if stripped.startswith("#"):
+            body = stripped[1:]
+            if pending is not None and not in_example:
+                if body.startswith("  ") or not body.strip():
+                    in_example = True
+                else:
+                    pending.append(body.strip())
+            continue
+        if not stripped:
+            pending = None
+            continue
+        m = _KEY.match(line)
+        if m is None or stripped.startswith("-"):
+            continue
+        indent = len(m.group("indent"))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group("key")))
+        if pending is not None:
+            docs[".".join(k for _, k in stack)] = " ".join(p for p in pending if p)
+        pending = None
+    return docs
+
+
+def value_paths(values: Any, path: str = "") -> set[str]:
+    """Every key path of values.yaml (``a.b.c``)."""
+    if not isinstance(values, dict):
+        return set()
+    out: set[str] = set()
+    for key, value in values.items():
+        child = f"{path}.{key}" if path else str(key)
+        out |= {child} | value_paths(value, child)
+    return out
+
+
+def _describe(node: dict[str, Any], path: str, docs: dict[str, str], present: set[str]) -> None:
+    """Set the descriptions of ``node``'s properties from ``docs`` (generated parts excluded; a
+    value values.yaml leaves out keeps the schema's own description)."""
+    for name, child in node.get("properties", {}).items():
+        child_path = f"{path}.{name}" if path else name
+        if child_path in ("settings", "prometheusRule.thresholds"):
+            continue
+        if child_path in docs:
+            child["description"] = docs[child_path]
+        elif child_path in present:
+            child.pop("description", None)
+        _describe(child, child_path, docs, present)
+
+
+def render(current: dict[str, Any], values_text: str) -> str:
+    updated = json.loads(json.dumps(current))
     updated["properties"]["settings"] = settings_schema()
+    updated["properties"]["prometheusRule"] = prometheus_rule_schema()
+    _describe(updated, "", value_docs(values_text), value_paths(yaml.safe_load(values_text)))
     return json.dumps(updated, indent=2, ensure_ascii=False) + "\n"
+
+
+# ------------------------------------------------------------------------------------- README
+def _type(node: dict[str, Any]) -> str:
+    kind = node.get("type")
+    if isinstance(kind, list):
+        return " or ".join(kind)
+    if kind:
+        return str(kind)
+    if "anyOf" in node:
+        return " or ".join(_type(o) for o in node["anyOf"])
+    return "any"
+
+
+def _default(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def _rows(node: dict[str, Any], values: Any, path: str) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for name, child in node.get("properties", {}).items():
+        child_path = f"{path}.{name}" if path else name
+        value = values.get(name) if isinstance(values, dict) else None
+        if child.get("type") == "object" and child.get("properties") and name != "global":
+            rows += _rows(child, value, child_path)
+            continue
+        description = " ".join(str(child.get("description", "")).split()).replace("|", "\\|")
+        rows.append((child_path, _type(child), _default(value), description))
+    return rows
+
+
+def readme(schema: dict[str, Any], values: dict[str, Any]) -> str:
+    """The chart's README.md: what it is, how to install it, and every value."""
+    rows = _rows(schema, values, "")
+    table = ["| value | type | default | description |", "|---|---|---|---|"]
+    table += [f"| `{p}` | {t} | {d} | {desc} |" for p, t, d, desc in rows if p != "global"]
+    return README_HEAD + "\n".join(table) + "\n"
+
+
+README_HEAD = """# coordinator-mirror Helm chart
+
+<!-- Generated by `python helm/values_schema.py` from values.schema.json and values.yaml: edit
+those (a value's `# --` comment is its description), not this file. -->
+
+A live mirror of Kafka's group-coordinator state, read from `__consumer_offsets` with Spark
+Structured Streaming: HTTP API, Prometheus metrics, alert rules (a PrometheusRule rendered from
+these values) and Grafana dashboards. One local-mode Deployment by default, or a Kubeflow Spark
+Operator SparkApplication. The project's docs/kubernetes.md walks through an installation;
+docs/runbooks.md explains every alert.
+
+```bash
+helm install mirror helm/coordinator-mirror -n kafka-tools \\
+    --set settings.bootstrap_servers=kafka-bootstrap.kafka:9092 --set settings.cluster_name=prod-eu-1 \\
+    --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set dashboards.enabled=true
+```
+
+`settings.*` are the application's settings by name (docs/operating.md#settings); secrets never go
+into values (`kafkaSecretOptions`, `secretMounts`). `helm install` refuses values the schema or
+the templates reject, naming the value.
+
+## Values
+
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail if the file is not up to date")
     args = parser.parse_args(argv)
+    values_text = VALUES_PATH.read_text()
     text = SCHEMA_PATH.read_text()
-    wanted = render(json.loads(text))
+    schema = render(json.loads(text), values_text)
+    wanted = {SCHEMA_PATH: schema, README_PATH: readme(json.loads(schema), yaml.safe_load(values_text))}
+    stale = [p for p, content in wanted.items() if not p.exists() or p.read_text() != content]
     if args.check:
-        if text != wanted:
+        for path in stale:
             print(
-                f"{SCHEMA_PATH}: settings schema drifted from streaming/settings.py; run "
+                f"{path}: drifted from values.yaml, streaming/settings.py or dashboards/rules.py; run "
                 f"python helm/values_schema.py",
                 file=sys.stderr,
             )
-            return 1
-        return 0
-    SCHEMA_PATH.write_text(wanted)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(wanted[path])
     return 0
 
 

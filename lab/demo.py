@@ -18,7 +18,8 @@ from typing import Any
 from lab.broker import BrokerSettings, LocalKafka
 from lab.lab import Lab
 from lab.scenarios import SCENARIOS, run_scenarios
-from streaming.app.run_cmd import configure_logging, serve
+from streaming.app.logs import configure_logging
+from streaming.app.run_cmd import serve
 from streaming.settings import load_settings
 
 log = logging.getLogger("coordinator_mirror.demo")
@@ -84,11 +85,14 @@ def register(
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = never)")
     p.add_argument("--http-port", type=int, default=8080, help="HTTP API / metrics port (default 8080)")
     p.add_argument("--bootstrap-servers", help="use this cluster instead of starting a local broker")
+    p.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="log lines as text or JSON objects"
+    )
     handlers["demo"] = _run
 
 
 def _run(args: argparse.Namespace) -> int:
-    configure_logging("INFO")
+    configure_logging("INFO", args.log_format)
     stop = threading.Event()
     workdir = Path(args.workdir).resolve()
     broker = None
@@ -113,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         events_topic="coordinator-mirror-events",
         offsets_topic="coordinator-mirror-offsets",
         cluster_name="demo",
+        log_format=args.log_format,
     )
     workload = DemoWorkload(bootstrap, broker.settings.kafka_version if broker else "4", args.interval)
     timer = None

@@ -282,6 +282,11 @@ class Settings(BaseSettings):
         None, description="spark.jars.packages coordinates instead of local jars (needs Ivy + network)"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="log lines as text, or one JSON object per line (ts, level, logger, msg) for log "
+        "pipelines -- Spark's own log lines too",
+    )
 
     # -- validation -----------------------------------------------------------------------------
     @field_validator("lag_slo_overrides", mode="before")
@@ -515,7 +520,8 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
 
 
 def settings_table_markdown() -> str:
-    """The README's settings table, generated from the model (a test keeps the README in sync)."""
+    """The settings table of docs/operating.md, generated from the model (docs/generate.py; a test
+    keeps the page in sync)."""
     lines = [
         "| setting | flag | environment | default | meaning |",
         "|---|---|---|---|---|",

@@ -6,7 +6,7 @@ cluster, connector jars).  Quoted detail from Kafka's messages never carries a s
 mechanisms, topics and groups, never credentials) and is scrubbed of every configured secret anyway.
 
 `classify` maps an exception raised while the mirror starts (or a failed query's error text) to a
-`StartupError`: what went wrong, what to do, and the documented exit code (README, "Exit codes").
+`StartupError`: what went wrong, what to do, and the documented exit code (docs/operating.md, "Exit codes").
 The table `CAUSES` is read top to bottom; the first row whose pattern matches the exception's class
 name or text wins.  Adding a cause (TLS, SASL, ...) is adding a row.
 
@@ -125,7 +125,7 @@ SECURITY_CAUSES: Final[tuple[Cause, ...]] = (
         r"|[A-Za-z]+ authorization failed",
         EXIT_AUTHORIZATION,
         "Kafka refused an operation: the mirror's principal lacks an ACL ({detail}). Grant the ACLs "
-        "listed in README, section Security (Topic __consumer_offsets: Read; Group prefix "
+        "listed in docs/security.md (Topic __consumer_offsets: Read; Group prefix "
         "spark-kafka-source-: Read; the output topics: Write).",
     ),
 )

@@ -176,7 +176,11 @@ class Mirror:
                 **s.spark_conf,
             }
             self.spark = build_session(
-                master=s.spark_master, jars=s.spark_jars, packages=s.spark_packages, conf=conf
+                master=s.spark_master,
+                jars=s.spark_jars,
+                packages=s.spark_packages,
+                conf=conf,
+                log_format=s.log_format,
             )
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
-import sys
 import threading
 import time
 import types
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.app.errors import EXIT_CONFIG, classify
+from streaming.app.logs import configure_logging, report
 from streaming.app.mirror import Mirror
 from streaming.serving.api import AuthError
 from streaming.settings import CONFIG_ENV, ENV_PREFIX, Settings, SettingsError, load_settings
@@ -119,23 +120,16 @@ def register(
     handlers["run"] = run
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("py4j", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
     except SettingsError as exc:
-        print(f"coordinator-mirror: {exc}", file=sys.stderr)
+        # the format asked for, if the bad setting is another one
+        wanted = args.log_format or os.environ.get(f"{ENV_PREFIX}LOG_FORMAT", "text")
+        configure_logging("INFO", "json" if wanted == "json" else "text")
+        report(str(exc))
         return EXIT_CONFIG
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     stop = threading.Event()
     return serve(settings, stop)
 
@@ -151,7 +145,9 @@ def serve(
     ``spark``: an existing session to run in (tests); by default the mirror makes its own."""
 
     def _signal(signum: int, _frame: Any) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
+        # the one line a stop writes (the exit code says how it ended)
+        if not stop.is_set():
+            log.info("received %s: stopping between two micro-batches", signal.Signals(signum).name)
         stop.set()
 
     if threading.current_thread() is threading.main_thread():
@@ -163,15 +159,15 @@ def serve(
         try:
             mirror.start()
         except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
-            print(f"coordinator-mirror: {exc}", file=sys.stderr)
+            report(str(exc))
             return 2
         except AuthError as exc:  # the HTTP endpoint's credentials or TLS files
-            print(f"coordinator-mirror: invalid settings: {exc}", file=sys.stderr)
+            report(f"invalid settings: {exc}")
             return 2
         except Exception as exc:
             error = classify(exc, bootstrap=settings.bootstrap_servers, secrets=settings.secret_values())
             log.debug("start failed", exc_info=True)
-            print(f"coordinator-mirror: {error.message}", file=sys.stderr)
+            report(error.message)
             return error.exit_code
         if mirror.http is not None:
             base = mirror.http.url
@@ -182,7 +178,7 @@ def serve(
         last_report = 0.0
         while not stop.wait(1.0):
             if mirror.fatal is not None:
-                print(f"coordinator-mirror: {mirror.fatal.message}", file=sys.stderr)
+                report(mirror.fatal.message)
                 return mirror.fatal.exit_code
             r = mirror.store.readiness
             if r.ready and not announced:
@@ -198,4 +194,4 @@ def serve(
         return 0
     finally:
         mirror.stop()
-        log.info("stopped")
+        log.debug("stopped")

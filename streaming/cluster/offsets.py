@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from decoders.uuids import canonical_uuid
 from streaming.cluster.client_config import ClientLog, ClientOptionError, driver_config
 from streaming.serving.lag import LogOffsets, PartitionEnds
 
@@ -71,7 +72,7 @@ class OffsetReader:
                 continue  # deleted in between
             tid = getattr(desc, "topic_id", None)
             if tid is not None:
-                self.names[str(tid)] = name
+                self.names[canonical_uuid(tid)] = name  # Kafka's text, not librdkafka's base64
             self._described.add(name)
         return 1
 

@@ -114,7 +114,7 @@ def recover_snapshots(
     # fails ("Cannot find endpoint: spark://StateStoreCoordinator@..."), auto snapshot repair takes
     # it for a bad snapshot and the read ends in CANNOT_LOAD_STATE_STORE.AUTO_SNAPSHOT_REPAIR_FAILED.
     # A Spark bug (apache/spark#58211, SPARK-58973).  ``spark.streams`` builds the manager, which
-    # registers the coordinator (README "Checkpoint, restarts and sizing";
+    # registers the coordinator (docs/operating.md "Checkpoint, restarts and sizing";
     # tests/test_streaming/test_spark_workarounds.py fails once Spark no longer needs this).
     spark.streams  # noqa: B018
     state = spark.read.format("statestore").load(settings.checkpoint_location)

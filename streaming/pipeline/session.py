@@ -1,6 +1,6 @@
 """The Spark session the mirror runs in: Kafka connector jars, state store and the settings that matter.
 
-Two Spark behaviours are settled here, on the real broker (see README "How Spark reads
+Two Spark behaviours are settled here, on the real broker (see docs/development.md "How Spark reads
 __consumer_offsets"):
 
 * Spark's default offset reader (AdminClient based, Spark >= 3.1) drops internal topics when it lists
@@ -13,9 +13,15 @@ __consumer_offsets"):
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +47,107 @@ BASE_CONF: dict[str, str] = {
     # dependencies) fails its task with the worker's Python stack in the error, which the
     # supervisor logs -- instead of only "Python worker exited unexpectedly (crashed)".
     "spark.python.worker.faulthandler.enabled": "true",
+    # No console progress bar ("[Stage 0:>  (0 + 2) / 2]"): it interleaves the service log; the
+    # mirror logs its catch-up progress and exports batch durations.
+    "spark.ui.showConsoleProgress": "false",
+    # Adaptive query execution does not apply to streaming queries (Spark disables it for them,
+    # with a warning at every start).
+    "spark.sql.adaptive.enabled": "false",
 }
+
+#: log4j2 configurations of the driver JVM, one per `log_format` (files next to this module): the
+#: same line format (or JSON fields) as the application's own log, WARN and above, and the
+#: start-up lines a user cannot act on left out (each file says which and why)
+LOG4J_CONFIGS: dict[str, str] = {"text": "log4j2-text.properties", "json": "log4j2-json.properties"}
+
+
+def log4j_conf(settings: Mapping[str, str], log_format: str, master: str) -> dict[str, str]:
+    """The driver JVM's log4j2 configuration, ahead of any given in ``settings``'s
+    ``spark.driver.extraJavaOptions`` (a ``-Dlog4j2.configurationFile`` there wins)."""
+    path = Path(__file__).with_name(LOG4J_CONFIGS[log_format])
+    # Spark's "your hostname resolves to a loopback address; set SPARK_LOCAL_IP": in local mode
+    # the driver talks to itself only, so only a cluster's driver needs to hear it
+    hostname = "error" if master.startswith("local") else "warn"
+    option = f"-Dlog4j2.configurationFile={path.as_uri()} -Dcoordinator.mirror.hostname.level={hostname}"
+    given = settings.get("spark.driver.extraJavaOptions")
+    return {"spark.driver.extraJavaOptions": f"{option} {given}" if given else option}
+
+
+#: lines the driver JVM writes to stderr outside log4j that say nothing a user can act on
+JVM_STDERR_DROPPED: tuple[str, ...] = (
+    # the JVM's own notice for the jdk.incubator.vector module Spark's launcher adds (no switch
+    # turns it off)
+    "WARNING: Using incubator modules:",
+)
+
+
+def _forward_jvm_stderr(stream: Any, log_format: str) -> None:
+    """Copy the driver JVM's stderr (log4j's lines, and what Spark's Python workers print) to ours,
+    without `JVM_STDERR_DROPPED`; with ``log_format`` json, a line that is not a JSON object
+    (a Python worker's warning or traceback, the JVM's own notices) becomes one."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if not line or line.startswith(JVM_STDERR_DROPPED):
+            continue
+        if log_format == "json" and not line.startswith("{"):
+            now = time.time()
+            ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+            line = json.dumps(
+                {
+                    "ts": ts,
+                    "level": "WARN",
+                    "logger": "spark.stderr",
+                    "msg": line,
+                },
+                ensure_ascii=False,
+            )
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # our stderr is gone (closed at exit)
+            return
+
+
+@contextlib.contextmanager
+def _launching_jvm(log_format: str) -> Iterator[None]:
+    """Start the driver JVM with SIGTERM ignored, as PySpark starts it with SIGINT ignored, and
+    with its stderr passed through `_forward_jvm_stderr`.
+
+    A stop signal sent to the whole process group -- ``kill -TERM -<pgid>``, a terminal's job
+    control -- reaches the JVM together with the driver; a JVM that acts on it runs its shutdown
+    hooks and stops SparkContext under the running micro-batch, while the driver is still
+    stopping the query between two batches (a "stopping the query failed ... NullPointerException
+    ... dagScheduler()" traceback and exit 1).  The driver stops the query, then Spark; the JVM
+    exits when the driver does (PySpark's gateway ends on its stdin's end).  HotSpot leaves a
+    signal that is ignored at its start ignored (how ``nohup java`` works), so the child's
+    disposition is all it takes.  PySpark exposes no hook for either: its launcher's ``Popen`` is
+    wrapped while the gateway starts (tests/test_app/test_stop_signals.py checks the JVM's
+    ignored-signal mask and the stop)."""
+    from pyspark import java_gateway
+
+    original = java_gateway.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if inner is not None:
+                inner()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        kwargs["stderr"] = subprocess.PIPE
+        proc = original(*args, **kwargs)
+        threading.Thread(
+            target=_forward_jvm_stderr, args=(proc.stderr, log_format), name="jvm-stderr", daemon=True
+        ).start()
+        return proc
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
 
 
 #: Hadoop's ``file:`` file system for both of its APIs: ours (jvm/localfs) does without the child
@@ -118,6 +224,7 @@ def build_session(
     packages: str | None = None,
     conf: Mapping[str, str] | None = None,
     log_level: str = "WARN",
+    log_format: str = "text",
 ) -> SparkSession:
     """Create (or return the active) SparkSession with the connector and the mirror's settings.
 
@@ -140,13 +247,17 @@ def build_session(
         check_connector(jars)
         settings["spark.jars"] = ",".join(jars)
     settings.update(conf or {})
+    starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     if SparkContext._active_spark_context is None:
         own = _localfs_settings(settings, SparkContext)
         # a file system class given in ``conf`` wins; class paths add up
         settings.update({k: v for k, v in own.items() if k.endswith(".extraClassPath") or k not in settings})
+        if starts_jvm:
+            settings.update(log4j_conf(settings, log_format, master))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with _launching_jvm(log_format) if starts_jvm else contextlib.nullcontext():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
     _quiet_loggers(session)
     return session

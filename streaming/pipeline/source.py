@@ -62,9 +62,8 @@ def kafka_options(
         "kafka.fetch.max.wait.ms": "0",
         # Records per poll (Kafka's default 500): the reader's per-poll cost above is paid per
         # poll, so a backfill polls ~100x less often with 50,000.  Measured on a 1M-record
-        # backfill read + decoded by 2 tasks: 4.0 s at 500, 2.6-3.6 s at 50,000 (bench notes in
-        # README "Sizing").  Memory: one poll holds at most max.partition.fetch.bytes per
-        # partition, unchanged.
+        # backfill read + decoded by 2 tasks: 4.0 s at 500, 2.6-3.6 s at 50,000 (docs/performance.md).
+        # Memory: one poll holds at most max.partition.fetch.bytes per partition, unchanged.
         "kafka.max.poll.records": "50000",
     }
     for key, value in settings.kafka_options.items():

@@ -10,7 +10,8 @@
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /groups/{id}/timeline  the group's newest change events, newest first
-    GET /v3/kafka/...      Burrow's consumer paths (`streaming.serving.burrow`)
+    GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
+    GET /burrow/admin      Burrow's liveness ("GOOD"); /burrow/admin/ready its readiness ("READY")
 
 Group ids are percent-encoded in the path (they may contain "/" or any Unicode).  Unknown routes
 and unknown groups answer 404 with a JSON body; other methods 405.
@@ -347,6 +348,17 @@ def _openapi(request: Request) -> Response:
     return _send(request, 200, OPENAPI_PATH.read_bytes(), "application/yaml")
 
 
+def _burrow_admin(request: Request) -> Response:
+    """Burrow's liveness path (what probes and load balancers set up for Burrow call): ``GOOD``."""
+    return _send(request, 200, b"GOOD", "text/plain; charset=utf-8")
+
+
+def _burrow_ready(request: Request) -> Response:
+    """Burrow's readiness path: ``READY`` when ``/ready`` is 200, else 503 ``STARTING``."""
+    ok, _ = ready_body(_ctx(request).store)
+    return _send(request, 200 if ok else 503, b"READY" if ok else b"STARTING", "text/plain; charset=utf-8")
+
+
 def _index(request: Request) -> Response:
     return _json(request, 200, {"endpoints": [r.path.replace(":path", "") for r in ROUTES if r.path != "/"]})
 
@@ -362,9 +374,14 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/healthz", _healthz, True),
     ("/metrics", _metrics, False),
     ("/openapi.yaml", _openapi, False),
-    # Burrow's consumer paths (the suffixed ones first: a group id may hold "/")
+    # Burrow's paths (the suffixed ones first: a group id may hold "/")
+    ("/burrow/admin", _burrow_admin, True),
+    ("/burrow/admin/ready", _burrow_ready, True),
     ("/v3/kafka", _lag, False),
     ("/v3/kafka/{cluster}", _lag, False),
+    ("/v3/kafka/{cluster}/topic", _lag, False),
+    ("/v3/kafka/{cluster}/topic/{topic}/consumers", _lag, False),
+    ("/v3/kafka/{cluster}/topic/{topic}", _lag, False),
     ("/v3/kafka/{cluster}/consumer", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}/status", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}/lag", _lag, False),

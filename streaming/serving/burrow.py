@@ -1,22 +1,28 @@
-"""Burrow-compatible consumer health: a sliding window of commits per partition, Burrow's
-evaluation rules, its HTTP paths and JSON shapes.
+"""Burrow-compatible consumer health: a sliding window of commits per partition, a ring of
+sampled log ends, Burrow's evaluation rules, its HTTP paths and JSON shapes.
 
-The rules are linkedin/Burrow's (``core/internal/evaluator/caching.go``, ``calculatePartitionStatus``
-and Rules 1-5), as small pure functions over a partition's window of commits, each
-``(offset, timestamp_ms, lag | None)`` -- the lag being the messages behind the log end known when
-the commit was recorded, as Burrow's storage computes it.  The window (`CommitHistory`) keeps the
-last ``intervals`` commits per partition (Burrow's storage setting of that name, default 10); a
-commit less than ``min_distance_s`` after the previous one replaces it (Burrow's ``min-distance``).
+The rules are linkedin/Burrow 1.9.5's (``core/internal/evaluator/caching.go``,
+``calculatePartitionStatus`` and Rules 1-5), as small pure functions over a partition's window of
+commits, each ``(offset, timestamp_ms, lag | -1, observed_ms)`` -- the lag being the messages
+behind the log end read *before* the commit (Burrow's storage computes it against the newest
+broker offset it holds when the commit arrives).  The window (`CommitHistory`) keeps the last
+``intervals`` commits per partition (Burrow's storage setting of that name, default 10); a commit
+less than ``min_distance_s`` after the previous one replaces it and keeps its time (Burrow's
+``min-distance``).  The ring (`SampledEnds`) keeps the last ``intervals`` log ends sampled per
+partition, one per offsets round, unflattened -- Burrow's broker-offset ring, which its "was the
+consumer caught up recently?" check reads.
 
-Where the mirror differs from Burrow (README "Consumer health"):
+Where the mirror differs from Burrow (docs/monitoring.md "Consumer health"):
 
-* commits reach the window once per micro-batch (the newest commit of each partition in the
-  batch, as the fold leaves it): with the default 5 s trigger that is Burrow with a min-distance
-  of the trigger interval;
+* commits reach the window once per offsets round (the newest commit of each partition since the
+  previous round, as the fold leaves it): Burrow with a min-distance of ``lag_interval_s`` (and
+  of the trigger interval); a consumer committing less often than that is seen commit by commit;
 * a group deleted in the log (tombstone, DeleteGroups, all offsets expired) and an offset deleted
   or expired leave the window at once -- Burrow keeps them until ``expire-group``;
 * owners (``owner``, ``client_id``) come from the group's assignment in the log, for every kind of
   group (KIP-848 included), with topic ids resolved to names;
+* the log ends are the LSO by default (``lag_isolation``; Burrow reads the high watermark), and
+  only of the partitions some mirrored group uses;
 * the window starts empty after a mirror restart (``complete`` < 1 until it fills), as Burrow's.
 """
 
@@ -32,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
-from streaming.serving.lag import NO_OWNER, UNKNOWN, GroupOffsets, LagTracker, lag_json
+from streaming.serving.lag import NO_OWNER, UNKNOWN, GroupOffsets, LagTracker, LogOffsets, lag_json
 
 # Burrow's StatusConstant (core/protocol/evaluator.go): ordered from good to bad
 NOTFOUND: Final = 0
@@ -44,53 +50,86 @@ STALL: Final = 5
 REWIND: Final = 6
 STATUS_NAMES: Final = ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
 
-#: (offset, commit timestamp ms, lag at commit or None): one commit as the HTTP routes show it
-Commit = tuple[int, int, int | None]
+#: (offset, commit timestamp ms, lag at commit or None, observed ms): one commit as the HTTP
+#: routes show it (Burrow's ``ConsumerOffset``: offset, timestamp, lag, observedAt)
+Commit = tuple[int, int, int | None, int]
 #: a partition's window of commits as `CommitHistory` keeps it: flat ``(offset, timestamp_ms,
-#: lag or -1)`` triples, oldest first.  The rules read it as it is stored: evaluating every
-#: changed group after each offsets round is the driver's largest lag cost (README "Cost"), and
-#: building a tuple per commit first cost as much as the rules themselves.
+#: lag or -1, observed_ms)`` quadruples, oldest first.  The rules read it as it is stored:
+#: evaluating every changed group after each offsets round is the driver's largest lag cost
+#: (docs/monitoring.md), and building a tuple per commit first cost as much as the rules themselves.
 Window = Sequence[int]
+#: the fields of one commit in a `Window`
+STRIDE: Final = 4
+OFFSET, TIMESTAMP, LAG, OBSERVED = 0, 1, 2, 3
 
 
-def window_of(commits: Iterable[Commit]) -> list[int]:
-    """Commits -> the flat window (lag None -> -1)."""
-    return [x for off, ts, lag in commits for x in (off, ts, -1 if lag is None else lag)]
+def window_of(commits: Iterable[tuple[int, int, int | None] | Commit]) -> list[int]:
+    """Commits -> the flat window (lag None -> -1; observed defaults to the commit's time)."""
+    out: list[int] = []
+    for c in commits:
+        lag = c[2]
+        out.extend((c[0], c[1], -1 if lag is None else lag, c[3] if len(c) > 3 else c[1]))
+    return out
 
 
 def commits_of(w: Window) -> list[Commit]:
     """The flat window -> commits (lag -1 -> None), oldest first."""
-    return [(w[i], w[i + 1], None if w[i + 2] < 0 else w[i + 2]) for i in range(0, len(w), 3)]
+    return [(w[i], w[i + 1], None if w[i + 2] < 0 else w[i + 2], w[i + 3]) for i in range(0, len(w), STRIDE)]
 
 
 # ------------------------------------------------------------------------------------- rules
-def rule1_lag_ever_zero(w: Window) -> bool:
-    """Rule 1 -- if the lag was zero at any commit of the window, the window is OK."""
-    return 0 in w[2::3]
+# Burrow 1.9.5's rules over a window of commits (``w``, oldest first, never empty).  The lag of a
+# commit may be unknown (-1: no log end had been read before it): the rules skip it, as Burrow's
+# skip a nil lag.
 
 
-def rule2_rewind(w: Window) -> bool:
-    """Rule 2 -- a committed offset lower than the one before it: REWIND."""
-    return any(w[i] < w[i - 3] for i in range(3, len(w), 3))
+def rule1_lag_ever_zero(w: Window, allowed_lag: int = 0) -> bool:
+    """Rule 1 -- the lag was zero (at most ``allowed_lag``) at some commit of the window: then the
+    window is OK as far as Rules 4 and 5 go (Burrow's ``!isLagAlwaysNotZero``)."""
+    lags = w[LAG::STRIDE]
+    if allowed_lag == 0:
+        return 0 in lags  # (the common case, at C speed: the evaluation runs per partition and round)
+    return any(0 <= lag <= allowed_lag for lag in lags)
+
+
+def rule2_rewind_at(w: Window) -> int:
+    """Rule 2 -- the index (in commits) of the first commit lower than the one before it, -1 when
+    none (Burrow's ``checkIfOffsetsRewind``)."""
+    offsets = list(w[OFFSET::STRIDE])
+    if offsets == sorted(offsets):
+        return -1  # never lower than the one before (the common case, at C speed)
+    for i in range(1, len(offsets)):
+        if offsets[i] < offsets[i - 1]:
+            return i
+    return -1  # pragma: no cover - unsorted means some offset is lower than the one before
+
+
+def rule2_recovered(w: Window, rewind_at: int) -> bool:
+    """Rule 2, part 2 -- after the rewind at ``rewind_at`` the consumer committed at or past the
+    offset it had before it: recovered, so the rewind is not held against it (Burrow's
+    ``checkIfRewindRecovered``, since 1.3.7)."""
+    before = w[(rewind_at - 1) * STRIDE]
+    return any(off >= before for off in w[rewind_at * STRIDE :: STRIDE])
 
 
 def rule3_stopped(w: Window, now_ms: int) -> bool:
     """Rule 3 -- the time since the newest commit is longer than the window's span (newest minus
-    oldest commit time): the consumer stopped committing (STOP)."""
-    first, last = w[1], w[-2]
-    return (now_ms - last) > (last - first)
+    oldest commit time): the consumer stopped committing (STOP).  ``now`` in whole seconds, as
+    Burrow reads it (``time.Now().Unix() * 1000``)."""
+    first, last = w[TIMESTAMP], w[-STRIDE + TIMESTAMP]
+    return (now_ms // 1000 * 1000 - last) > (last - first)
 
 
 def rule4_stalled(w: Window) -> bool:
     """Rule 4 -- commits that never change the offset, with lag (Rule 1 ruled zero lag out): STALL."""
-    offsets = w[0::3]
+    offsets = w[OFFSET::STRIDE]
     return offsets.count(offsets[0]) == len(offsets)
 
 
 def rule5_lag_not_decreasing(w: Window) -> bool:
     """Rule 5 -- offsets advance but the lag never decreases between known lags: WARN (slow)."""
     last = -1
-    for lag in w[2::3]:
+    for lag in w[LAG::STRIDE]:
         if lag >= 0:
             if lag < last:
                 return False
@@ -99,22 +138,28 @@ def rule5_lag_not_decreasing(w: Window) -> bool:
 
 
 def recent_lag_zero(w: Window, recent_ends: Sequence[int]) -> bool:
-    """Burrow's ``checkIfRecentLagZero``: some recently sampled log end was at or below the newest
-    committed offset -- the consumer was caught up minutes ago, so not STOP yet."""
-    return len(recent_ends) > 0 and min(recent_ends) <= w[-3]
+    """Burrow's ``checkIfRecentLagZero``: one of the last ``intervals`` sampled log ends (the ring,
+    not a compressed history) was at or below the newest committed offset -- the consumer was
+    caught up minutes ago, so not STOP yet."""
+    newest = w[-STRIDE + OFFSET]
+    return any(end <= newest for end in recent_ends)
 
 
-def partition_status(w: Window, current_lag: int, recent_ends: Sequence[int], now_ms: int) -> int:
-    """Burrow's ``calculatePartitionStatus``: never an error without current lag; STOP (Rule 3)
-    unless recently caught up, then -- only if the lag was never zero (Rule 1) -- REWIND (Rule 2),
-    STALL (Rule 4), WARN (Rule 5), in that order; else OK."""
-    if not w or current_lag <= 0:
+def partition_status(
+    w: Window, current_lag: int, recent_ends: Sequence[int], now_ms: int, allowed_lag: int = 0
+) -> int:
+    """Burrow 1.9.5's ``calculatePartitionStatus``, in its order: never an error without current
+    lag; STOP (Rule 3) unless recently caught up; REWIND (Rule 2) unless recovered -- checked
+    before Rule 1, since a consumer caught up and then reset backwards has zero lag in its window;
+    then, only if the lag was never zero (Rule 1), STALL (Rule 4) and WARN (Rule 5); else OK."""
+    if not w or current_lag <= allowed_lag:
         return OK
     if rule3_stopped(w, now_ms) and not recent_lag_zero(w, recent_ends):
         return STOP
-    if not rule1_lag_ever_zero(w):
-        if rule2_rewind(w):
-            return REWIND
+    at = rule2_rewind_at(w)
+    if at > 0 and not rule2_recovered(w, at):
+        return REWIND
+    if not rule1_lag_ever_zero(w, allowed_lag):
         if rule4_stalled(w):
             return STALL
         if rule5_lag_not_decreasing(w):
@@ -123,10 +168,11 @@ def partition_status(w: Window, current_lag: int, recent_ends: Sequence[int], no
 
 
 def rule3_flips_at(w: Window, current_lag: int, status: int, now_ms: int) -> int | None:
-    """When Rule 3 (stopped) turns true for a partition with current lag that is not STOP yet,
-    its window unchanged: ``now > 2 * newest - oldest`` (None: never by time alone)."""
+    """The time after which Rule 3 (stopped) turns true for a partition with current lag that is
+    not STOP yet, its window unchanged: ``now // 1000 * 1000 > 2 * newest - oldest``, i.e. ``now``
+    past the returned time (None: already past, or never by time alone)."""
     if current_lag > 0 and w and status != STOP:
-        flip = 2 * w[-2] - w[1]
+        flip = ((2 * w[-STRIDE + TIMESTAMP] - w[TIMESTAMP]) // 1000 + 1) * 1000 - 1
         if flip >= now_ms:
             return flip
     return None
@@ -140,25 +186,105 @@ def group_status(partition_statuses: Iterable[int]) -> int:
     return ERR if worst > ERR else worst
 
 
+# ------------------------------------------------------------------------ the ring of log ends
+class SampledEnds:
+    """Burrow's broker-offset ring: per partition the last ``intervals`` log ends the offsets
+    rounds read, each with the time its round had finished reading (``(end, read_ms)`` pairs in
+    one ``array('q')``, oldest first).  Unlike kafka-lag-exporter's lookup table it keeps every
+    sample, flat runs included: "caught up recently" must forget an old end after ``intervals``
+    rounds even on a quiet topic.
+
+    Fed by every round the lag tracker applies (`LagTracker.listeners`); a partition that leaves
+    the round (no group uses it, or its topic is gone) leaves the ring, as Burrow drops a deleted
+    topic's offsets."""
+
+    def __init__(self, intervals: int, end_of: Callable[[Any], int]) -> None:
+        self.size = max(1, intervals)
+        self.end_of = end_of
+        self.rings: dict[tuple[str, int], array[int]] = {}
+        #: since `take_changed`: partition -> the committed offsets ``[lo, hi)`` for which "caught
+        #: up recently" (``min(ring) <= newest commit``) flipped, or None: anything may differ (the
+        #: partition appeared or left)
+        self._changed: dict[tuple[str, int], tuple[int, int] | None] = {}
+
+    def add_round(self, r: LogOffsets) -> None:
+        read_ms = r.sampled_at_ms + int(r.round_seconds * 1000)
+        rings, changed, end_of, width = self.rings, self._changed, self.end_of, 2 * self.size
+        for tp, ends in r.partitions.items():
+            end = end_of(ends)
+            a = rings.get(tp)
+            if a is None:
+                rings[tp] = array("q", (end, read_ms))
+                changed[tp] = None
+                continue
+            before = min(a[0::2])
+            full = len(a) >= width
+            if full:
+                del a[:2]
+            a.append(end)
+            a.append(read_ms)
+            after = min(a[0::2]) if full else min(before, end)
+            if after != before:
+                lo, hi = (after, before) if after < before else (before, after)
+                if tp not in changed:
+                    changed[tp] = (lo, hi)
+                elif (was := changed[tp]) is not None:
+                    changed[tp] = (min(was[0], lo), max(was[1], hi))
+        if len(rings) > len(r.partitions):
+            for tp in [tp for tp in rings if tp not in r.partitions]:
+                del rings[tp]
+                changed[tp] = None
+
+    def recent(self, tp: tuple[str, int]) -> Sequence[int]:
+        """The partition's last ``intervals`` sampled ends, oldest first."""
+        a = self.rings.get(tp)
+        return a[0::2] if a is not None else ()
+
+    def end_before(self, tp: tuple[str, int], at_ms: int) -> int | None:
+        """The end of the newest sample read at or before ``at_ms`` -- what Burrow's storage holds
+        when a commit of that time arrives; a commit older than the ring gets its oldest sample
+        (the closest read after it); None without samples."""
+        a = self.rings.get(tp)
+        if not a:
+            return None
+        for i in range(len(a) - 2, -1, -2):
+            if a[i + 1] <= at_ms:
+                return a[i]
+        return a[0]
+
+    def take_changed(self) -> dict[tuple[str, int], tuple[int, int] | None]:
+        out, self._changed = self._changed, {}
+        return out
+
+
 # ------------------------------------------------------------------------------ the window
 class CommitHistory:
     """Per group and partition, the last ``intervals`` commits, as flat ``array('q')``s
-    (offset, timestamp, lag or -1): 24 bytes a commit."""
+    (offset, timestamp, lag or -1, observed): 32 bytes a commit."""
 
-    def __init__(self, intervals: int = 10, min_distance_s: float = 1.0) -> None:
+    def __init__(self, ends: SampledEnds, intervals: int = 10, min_distance_s: float = 1.0) -> None:
         self.intervals = intervals
         self.min_distance_ms = int(min_distance_s * 1000)
+        #: the ring a commit's lag is computed against
+        self.ends = ends
         self._lock = threading.Lock()
         self._groups: dict[str, dict[tuple[str, int], array[int]]] = {}
         #: groups recorded (changed or deleted) since `take_dirty`
         self._dirty: set[str] = set()
 
-    def record(self, changed: Iterable[tuple[str, GroupOffsets | None]], tracker: LagTracker) -> None:
+    def record(
+        self,
+        changed: Iterable[tuple[str, GroupOffsets | None]],
+        tracker: LagTracker,
+        now_ms: int | None = None,
+    ) -> None:
         """The groups the sink applied: a commit newer than the window's newest is appended, with
-        its lag against the latest sampled end (unknown until the first round: None)."""
-        r = tracker.round
-        parts = r.partitions if r is not None else {}
-        width = 3 * self.intervals
+        its lag against the log end read before it (the ring `SampledEnds`) -- unknown (-1) until
+        the first round -- and the time it was observed (``now_ms``, default the clock: Burrow's
+        ``observedAt``)."""
+        observed = int(time.time() * 1000) if now_ms is None else now_ms
+        end_before = self.ends.end_before
+        width = STRIDE * self.intervals
         with self._lock:
             for gid, view in changed:
                 self._dirty.add(gid)
@@ -172,17 +298,18 @@ class CommitHistory:
                     a = old.get(tp)
                     if a is None:
                         a = array("q")
-                    elif a[-3] == offset and a[-2] == ts:
+                    elif a[-STRIDE + OFFSET] == offset and a[-STRIDE + TIMESTAMP] == ts:
                         new[tp] = a
                         continue
-                    ends = parts.get(tp)
-                    lag = -1 if ends is None else max(0, tracker.end_of(ends) - offset)
-                    if len(a) and 0 <= ts - a[-2] < self.min_distance_ms:
-                        a[-3], a[-1] = offset, lag  # Burrow's min-distance: replace, keep its time
+                    end = end_before(tp, ts)
+                    lag = -1 if end is None else max(0, end - offset)
+                    if len(a) and 0 <= ts - a[-STRIDE + TIMESTAMP] < self.min_distance_ms:
+                        # Burrow's min-distance: replace the newest, keep its time
+                        a[-STRIDE + OFFSET], a[-STRIDE + LAG], a[-STRIDE + OBSERVED] = offset, lag, observed
                     else:
-                        a.extend((offset, ts, lag))
+                        a.extend((offset, ts, lag, observed))
                         if len(a) > width:
-                            del a[:3]
+                            del a[:STRIDE]
                     new[tp] = a
                 self._groups[gid] = new
 
@@ -215,9 +342,24 @@ class CommitHistory:
         with self._lock:
             return {gid for gid, g in self._groups.items() if not g.keys().isdisjoint(partitions)}
 
+    def newest_between(self, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> set[str]:
+        """The groups whose newest commit on one of the partitions of ``ranges`` lies in its
+        ``[lo, hi)``: those whose "caught up recently" flipped when the ring of ends moved."""
+        if not ranges:
+            return set()
+        out = set()
+        with self._lock:
+            for gid, g in self._groups.items():
+                for tp in g.keys() & ranges.keys():
+                    lo, hi = ranges[tp]
+                    if lo <= g[tp][-STRIDE + OFFSET] < hi:
+                        out.add(gid)
+                        break
+        return out
+
     def memory_entries(self) -> int:
         with self._lock:
-            return sum(len(a) // 3 for g in self._groups.values() for a in g.values())
+            return sum(len(a) // STRIDE for g in self._groups.values() for a in g.values())
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -237,7 +379,7 @@ class PartitionStatus(NamedTuple):
 
     @property
     def newest_offset(self) -> int | None:
-        return self.window[-3] if self.window else None
+        return self.window[-STRIDE + OFFSET] if self.window else None
 
 
 @dataclass(frozen=True)
@@ -255,14 +397,15 @@ def evaluate(
     view: GroupOffsets,
     windows: Mapping[tuple[str, int], Window],
     tracker: LagTracker,
+    sampled: SampledEnds,
     *,
     intervals: int,
     now_ms: int,
 ) -> GroupStatus:
-    """Burrow's ``evaluateConsumerStatus`` over the mirror's window and current lag: one entry per
-    partition the group has committed to (or is assigned and has a window for), topics named,
-    in (topic, partition) order.  Current lag is messages behind the round's end (0 when the end
-    or the committed offset is not known, as Burrow's)."""
+    """Burrow's ``evaluateConsumerStatus`` over the mirror's window, current lag and ring of
+    sampled ends: one entry per partition the group has committed to (or is assigned and has a
+    window for), topics named, in (topic, partition) order.  Current lag is messages behind the
+    round's end (0 when the end or the committed offset is not known, as Burrow's)."""
     r = tracker.round
     ends_of = r.partitions if r is not None else {}
     names = tracker.topic_names
@@ -273,7 +416,6 @@ def evaluate(
     for tp in owners:
         if tp not in committed and tp in windows:
             committed[tp] = None  # assigned, not committed, but with a window (offset deleted)
-    tables = tracker.tables
     end_of = tracker.end_of
     parts: list[PartitionStatus] = []
     for tp in sorted(committed):
@@ -281,13 +423,7 @@ def evaluate(
         w = windows.get(tp, ())
         ends = ends_of.get(tp)
         current = 0 if c is None or ends is None else max(0, end_of(ends) - c)
-        if current > 0 and w:
-            table = tables.get(tp)
-            # the last `intervals` sampled ends: a slice of the table's flat (offset, time) array
-            recent = table.points[-2 * intervals :: 2] if table is not None else ()
-            status = partition_status(w, current, recent, now_ms)
-        else:
-            status = OK
+        status = partition_status(w, current, sampled.recent(tp), now_ms) if current > 0 and w else OK
         owner = owners.get(tp, NO_OWNER)
         parts.append(
             PartitionStatus(
@@ -298,7 +434,7 @@ def evaluate(
                 status,
                 w,
                 current,
-                min(1.0, len(w) // 3 / intervals) if intervals else 1.0,
+                min(1.0, len(w) // STRIDE / intervals) if intervals else 1.0,
             )
         )
     status = group_status(p.status for p in parts)
@@ -391,7 +527,8 @@ def _event(etype: str, group: str, now_ms: int, **fields: Any) -> dict[str, Any]
 
 # ----------------------------------------------------------------------------- HTTP (v3)
 def _offset_json(c: Commit | None) -> dict[str, Any] | None:
-    return None if c is None else {"offset": c[0], "timestamp": c[1], "lag": c[2]}
+    """Burrow's ``ConsumerOffset``: offset, commit time, when the offset was stored, lag then."""
+    return None if c is None else {"offset": c[0], "timestamp": c[1], "observedAt": c[3], "lag": c[2]}
 
 
 def _partition_status_json(p: PartitionStatus) -> dict[str, Any]:
@@ -401,8 +538,8 @@ def _partition_status_json(p: PartitionStatus) -> dict[str, Any]:
         "owner": p.owner,
         "client_id": p.client_id,
         "status": STATUS_NAMES[p.status],
-        "start": _offset_json(commits_of(p.window[:3])[0]) if p.window else None,
-        "end": _offset_json(commits_of(p.window[-3:])[0]) if p.window else None,
+        "start": _offset_json(commits_of(p.window[:STRIDE])[0]) if p.window else None,
+        "end": _offset_json(commits_of(p.window[-STRIDE:])[0]) if p.window else None,
         "current_lag": p.current_lag,
         "complete": p.complete,
     }
@@ -435,7 +572,10 @@ class Burrow:
         self.tracker = tracker
         self.cluster = cluster
         self.intervals = intervals
-        self.history = CommitHistory(intervals, min_distance_s)
+        #: Burrow's broker-offset ring, fed by every round the tracker applies
+        self.ends = SampledEnds(intervals, tracker.end_of)
+        tracker.listeners.append(self.ends.add_round)
+        self.history = CommitHistory(self.ends, intervals, min_distance_s)
         self.watcher = StatusWatcher()
         self.host = socket.gethostname()
         #: group -> re-evaluate once the time passes this (Rule 3 turns true), for the groups whose
@@ -451,7 +591,9 @@ class Burrow:
         view = self.tracker.view(group_id)
         if window is None or view is None:
             return None
-        return evaluate(group_id, view, window, self.tracker, intervals=self.intervals, now_ms=now_ms)
+        return evaluate(
+            group_id, view, window, self.tracker, self.ends, intervals=self.intervals, now_ms=now_ms
+        )
 
     def statuses(self, now_ms: int) -> list[GroupStatus]:
         out = []
@@ -472,16 +614,20 @@ class Burrow:
         sampled ends and the time (Rule 3); so a group is evaluated again when
 
         * it was recorded (its window, committed offsets or owners may differ), or deleted;
-        * one of its window's partitions changed end offset or sampled ends (current lag, Rule 3's
-          "recently caught up"), or left the round;
+        * one of its window's partitions changed end offset (current lag), or left the round;
+        * the lowest end in a partition's ring moved past its newest commit there (Rule 3's
+          "caught up recently" flipped: also when an old end drops out of the ring);
         * the time passed the moment Rule 3 turns true for one of its partitions with lag that is
-          not STOP yet: newest commit + (newest - oldest commit time);
+          not STOP yet: newest commit + (newest - oldest commit time), in whole seconds;
         * topic names changed, the clock went back, or it is the first evaluation: every group.
 
         ``pause``: called after every `PACE_GROUPS` groups with the thread CPU seconds they took
         (the driver sleeps there, so that a round over many changed groups does not take a whole
         core from the micro-batches in one go)."""
         changed, everything = self.tracker.take_changes()
+        moved = self.ends.take_changed()
+        changed.update(tp for tp, flip in moved.items() if flip is None)
+        flips = {tp: flip for tp, flip in moved.items() if flip is not None and tp not in changed}
         dirty = self.history.take_dirty()
         last, self._last_now = self._last_now, now_ms
         if full or everything or last is None or now_ms < last:
@@ -489,7 +635,7 @@ class Burrow:
             removed: list[str] | None = None
         else:
             due = {gid for gid, at in self._recheck.items() if now_ms > at}
-            todo = sorted(dirty | due | self.history.touching(changed))
+            todo = sorted(dirty | due | self.history.touching(changed) | self.history.newest_between(flips))
             removed = []
         statuses: list[GroupStatus] = []
         busy_from = time.thread_time()
@@ -531,6 +677,8 @@ class Burrow:
             return 200, self._reply(
                 path, "cluster module detail returned", module={"class-name": "coordinator-mirror"}
             )
+        if parts[3] == "topic":
+            return self._topic_route(path, parts[4:])
         if parts[3] != "consumer":
             return self._not_found(path, "not found")
         if len(parts) == 4:
@@ -548,6 +696,39 @@ class Burrow:
             body = status_json(gs, self.cluster, show_all=parts[5] == "lag")
             return 200, self._reply(path, "consumer status returned", status=body)
         return self._not_found(path, "not found")
+
+    def _topic_route(self, path: str, rest: list[str]) -> tuple[int, dict[str, Any]]:
+        """Burrow's topic paths: ``/topic`` (the topics whose log ends the mirror reads: those
+        some mirrored group commits to or is assigned), ``/topic/{topic}`` (each partition's
+        latest offset -- the high watermark, as Burrow reads it -- indexed by partition; null for a
+        partition no group uses, whose end the mirror does not read) and
+        ``/topic/{topic}/consumers`` (the groups with a committed offset or an assignment on it)."""
+        r = self.tracker.round
+        parts = r.partitions if r is not None else {}
+        if not rest:
+            topics = sorted({t for t, _ in parts})
+            return 200, self._reply(path, "topic list returned", topics=topics)
+        topic = rest[0]
+        if len(rest) == 1:
+            ends = {p: e.high_watermark for (t, p), e in parts.items() if t == topic}
+            if not ends:
+                return self._not_found(path, "cluster or topic not found")
+            offsets = [ends.get(p) for p in range(max(ends) + 1)]
+            return 200, self._reply(path, "topic offsets returned", offsets=offsets)
+        if len(rest) == 2 and rest[1] == "consumers":
+            return 200, self._reply(path, "consumers of topic returned", consumers=self.consumers_of(topic))
+        return self._not_found(path, "not found")
+
+    def consumers_of(self, topic: str) -> list[str]:
+        """The groups (of Burrow's consumer list) with a committed offset on or an assignment of a
+        partition of ``topic`` (named as the cluster names it)."""
+        names = self.tracker.topic_names
+        out = []
+        for gid in self.history.groups():
+            view = self.tracker.view(gid)
+            if view is not None and any(names.get(t, t) == topic for t, _ in (*view.offsets, *view.owners)):
+                out.append(gid)
+        return out
 
     def consumer_detail(self, group_id: str) -> dict[str, list[dict[str, Any]]] | None:
         """Burrow's ``ConsumerTopics``: topic -> partitions indexed by partition id, each with its

@@ -1,8 +1,8 @@
 """The one metric catalogue: every series the mirror exports -- name, type, help, labels, unit.
 
 Read by the exporter (`streaming.serving.metrics`), the dashboard and alert-rule generator
-(`dashboards/build.py`), their tests and the README's metrics table, so a name exists in exactly one
-place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
+(`dashboards/build.py`), their tests and the metrics table of docs/monitoring.md, so a name exists in
+exactly one place.  Conventions (https://prometheus.io/docs/practices/naming/): base units (``_seconds``,
 ``_bytes``, Unix timestamps as ``_timestamp_seconds``), counters end in ``_total``, and every
 series carries ``cluster_name`` (the setting of that name) so several mirrors can feed one
 Prometheus.
@@ -50,7 +50,7 @@ class MetricDef:
     labels: tuple[str, ...]
     unit: str = ""
     scope: Scope = "mirror"
-    #: where the value comes from (README table)
+    #: where the value comes from (the metrics table of docs/monitoring.md)
     source: str = ""
 
     @property
@@ -419,6 +419,15 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         "briefly; subscriptions flag it while the members keep them.",
         (CLUSTER, GROUP, "topic"),
         source="round missing topics",
+    ),
+    _l(
+        "coordinator_mirror_topic_ids_unresolved",
+        "Topic ids shown as ids because no name is known for them, by reason: unnamed (ids the "
+        "mirrored groups use that neither the log nor the cluster's metadata names -- a deleted "
+        "topic, or one not described yet), malformed (ids a Kafka client handed over in a form that "
+        "is not Kafka's and could not be converted).",
+        (CLUSTER, "reason"),
+        source="lag rows + round topic ids",
     ),
     _l(
         "coordinator_mirror_group_abandoned_lag",
@@ -792,7 +801,7 @@ def record_type_label(record_type: int | None) -> str:
 
 
 def metrics_table() -> str:
-    """The README's metrics table (markdown), generated from the catalogue."""
+    """The metrics table of docs/monitoring.md (markdown), generated from the catalogue."""
     rows = [
         "| name | type | labels | unit | scope | help |",
         "|---|---|---|---|---|---|",

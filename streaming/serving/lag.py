@@ -9,7 +9,7 @@ Inputs, both handed over by the application shell:
   ``lag_interval_s``): log-start offset, high watermark and last stable offset (LSO) of every
   partition a group commits to or is assigned, and the cluster's topic id -> name map.
 
-What is reported (the README's "Lag" section):
+What is reported (docs/monitoring.md, "Lag"):
 
 * ``kafka_partition_latest_offset`` is the high watermark (kafka-lag-exporter's definition: the
   consumer's ``endOffsets`` under read_uncommitted); the LSO is exported beside it.
@@ -32,26 +32,20 @@ Everything here is a function of its arguments: time is passed in, nothing talks
 from __future__ import annotations
 
 import math
-import re
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from decoders.uuids import is_kafka_uuid
 from state.abandoned import abandoned_partitions
 from state.model import CONSUMER, SHARE, Group
 
 TopicPartition = tuple[str, int]
-#: a topic id as Kafka writes it in text: 16 bytes, URL-safe base64 without padding
-_TOPIC_ID: Final = re.compile(r"^[A-Za-z0-9_-]{22}$")
 #: how many deleted group ids the tracker remembers (for the reason of a 404)
 DELETED_REMEMBERED: Final = 10_000
 UNKNOWN: Final = "unknown"  # owner labels of a partition no member is assigned (kafka-lag-exporter's)
-
-
-def looks_like_topic_id(topic: str) -> bool:
-    return bool(_TOPIC_ID.match(topic))
 
 
 # ------------------------------------------------------------------------------- log offsets
@@ -270,7 +264,8 @@ class LagTracker:
         self.version = 0
         #: topic id -> name: the log's and the cluster's (the cluster wins)
         self.topic_names: dict[str, str] = {}
-        self.listeners: list[Any] = []
+        #: called with every round applied (Burrow's ring of sampled ends), in the applying thread
+        self.listeners: list[Callable[[LogOffsets], object]] = []
         #: ids of groups deleted (tombstone, DeleteGroups, expiry) since, newest last, bounded: the
         #: reason of a 404 from ``GET /groups/{id}/lag``
         self.deleted: dict[str, None] = {}
@@ -324,7 +319,8 @@ class LagTracker:
                 out.add((names.get(t, t), p))
         for more in self.also_wanted:
             out |= more()
-        return {(t, p) for t, p in out if not (looks_like_topic_id(t) and t not in names.values())}
+        known = set(names.values())
+        return {(t, p) for t, p in out if not (is_kafka_uuid(t) and t not in known)}
 
     def subscribed(self) -> set[str]:
         """Every topic name some group's members subscribe to: the offsets reader checks that the
@@ -359,6 +355,8 @@ class LagTracker:
             # partitions no longer wanted (or gone) drop their tables, as kafka-lag-exporter evicts
             for tp in [tp for tp in self.tables if tp not in r.partitions]:
                 del self.tables[tp]
+        for listener in self.listeners:
+            listener(r)
 
     def take_changes(self) -> tuple[set[TopicPartition], bool]:
         """What changed since the previous call (Burrow's incremental evaluation): the partitions
@@ -368,6 +366,21 @@ class LagTracker:
             out = (self._changed, self._all_changed)
             self._changed, self._all_changed = set(), False
         return out
+
+    def unresolved_topic_ids(self, topics: Iterable[str]) -> dict[str, int]:
+        """Topic ids shown as ids, by reason: ``unnamed`` -- ids among ``topics`` (the topics of
+        the groups' lag rows, named where a name is known) that neither the log nor the cluster
+        names (deleted, or not described yet); ``malformed`` -- ids in the cluster's id -> name
+        map that are not in Kafka's text form (`decoders.uuids.canonical_uuid` could not convert
+        what the client handed over), so no group's id can ever match them."""
+        r = self.round
+        names = self.topic_names
+        known = set(names.values())
+        if r is not None:
+            known.update(t for t, _ in r.partitions)
+        unnamed = {t for t in topics if t not in known and t not in names and is_kafka_uuid(t)}
+        malformed = 0 if r is None else sum(1 for tid in r.topic_names if not is_kafka_uuid(tid))
+        return {"unnamed": len(unnamed), "malformed": malformed}
 
     def end_of(self, ends: PartitionEnds) -> int:
         return ends.stable if self.isolation == "read_committed" else ends.high_watermark
@@ -383,11 +396,7 @@ class LagTracker:
             return False
         if topic in r.missing_topics:
             return True
-        return (
-            looks_like_topic_id(topic)
-            and topic not in self.topic_names
-            and topic not in r.topic_names.values()
-        )
+        return is_kafka_uuid(topic) and topic not in self.topic_names and topic not in r.topic_names.values()
 
     def deleted_topics(self, view: GroupOffsets, rows: Iterable[PartitionLag]) -> list[str]:
         """Topics the group commits to, is assigned or subscribes to that the cluster does not

@@ -76,7 +76,9 @@ class LagExporter:
         out: dict[str, list[str]] = {m.name: [] for m in LAG_METRICS}
         r = t.round
         watcher = self.burrow.watcher if self.burrow is not None else None
+        topics: set[str] = set()
         for gid, view, all_rows in iter_lag(t):
+            topics.update(x.topic for x in all_rows)
             g = f'{c},group="{_esc(gid)}"'
             out["coordinator_mirror_group_lag_slo_seconds"].append(
                 f"{g}}} {_num(self.settings.lag_slo(gid))}"
@@ -137,6 +139,8 @@ class LagExporter:
             )
             out["coordinator_mirror_lag_round_seconds"].append(f"{c}}} {_num(r.round_seconds)}")
             out["coordinator_mirror_lag_partitions"].append(f"{c}}} {len(r.partitions)}")
+            for reason, n in t.unresolved_topic_ids(topics).items():
+                out["coordinator_mirror_topic_ids_unresolved"].append(f'{c},reason="{reason}"}} {n}')
         out["coordinator_mirror_lag_rounds_total"] = [
             f'{c},outcome="ok"}} {t.rounds}',
             f'{c},outcome="failed"}} {t.failed_rounds}',

@@ -85,17 +85,25 @@ class Helm:
         return args
 
     def template(
-        self, *values: str | Path, sets: Sequence[str] = (), kube_version: str = KUBE_VERSIONS[-1]
+        self,
+        *values: str | Path,
+        sets: Sequence[str] = (),
+        kube_version: str = KUBE_VERSIONS[-1],
+        release: str = RELEASE,
     ) -> subprocess.CompletedProcess[str]:
         return self.run(
-            "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version,
+            "template", release, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version,
             *self._value_args(values, sets),
         )  # fmt: skip
 
     def render(
-        self, *values: str | Path, sets: Sequence[str] = (), kube_version: str = KUBE_VERSIONS[-1]
+        self,
+        *values: str | Path,
+        sets: Sequence[str] = (),
+        kube_version: str = KUBE_VERSIONS[-1],
+        release: str = RELEASE,
     ) -> Rendered:
-        proc = self.template(*values, sets=sets, kube_version=kube_version)
+        proc = self.template(*values, sets=sets, kube_version=kube_version, release=release)
         assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
         docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
         return Rendered(proc.stdout, docs)

@@ -1,9 +1,10 @@
-"""The chart's dashboards and alert rules are byte-identical copies of dashboards/.
+"""The chart's dashboards and alert rules are what dashboards/ generates.
 
-Helm cannot read files outside the chart, so `make chart-assets` copies dashboards/grafana/*.json
-to files/dashboards/ and dashboards/prometheus/alerts.yaml to files/alerts.yaml; the PrometheusRule
-and the dashboard ConfigMaps are rendered from those copies (tests/test_helm/test_chart.py). Until
-dashboards/ holds them the chart carries placeholders, and only what exists is compared.
+Helm cannot read files outside the chart, so `python -m dashboards.build` (`make dashboards`) also
+writes the chart's copies: files/dashboards/*.json (byte for byte dashboards/grafana/*.json) and
+files/alert-rules.yaml (the rules of dashboards/prometheus/alerts.yaml with a token where each
+threshold goes; templates/prometheusrule.yaml fills them in from values, and
+tests/test_helm/test_alerting.py compares the result with the rules file).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from pathlib import Path
 
 import yaml
 
+from dashboards import build
 from tests.test_helm.conftest import CHART, REPO
 
 SOURCE_DASHBOARDS = REPO / "dashboards" / "grafana"
-SOURCE_RULES = REPO / "dashboards" / "prometheus" / "alerts.yaml"
 CHART_DASHBOARDS = CHART / "files" / "dashboards"
-CHART_RULES = CHART / "files" / "alerts.yaml"
+CHART_RULES = CHART / "files" / "alert-rules.yaml"
 
 
 def _names(folder: Path) -> list[str]:
@@ -26,23 +27,17 @@ def _names(folder: Path) -> list[str]:
 
 
 def test_dashboards_are_copies() -> None:
-    if SOURCE_DASHBOARDS.is_dir() and _names(SOURCE_DASHBOARDS):
-        assert _names(CHART_DASHBOARDS) == _names(SOURCE_DASHBOARDS), "run `make chart-assets`"
-        for name in _names(SOURCE_DASHBOARDS):
-            assert (CHART_DASHBOARDS / name).read_bytes() == (SOURCE_DASHBOARDS / name).read_bytes(), (
-                f"{name} drifted from dashboards/grafana/: run `make chart-assets`"
-            )
-    assert _names(CHART_DASHBOARDS), "the chart ships at least one dashboard"
-    for name in _names(CHART_DASHBOARDS):
+    assert _names(SOURCE_DASHBOARDS), "dashboards/grafana/ holds the dashboards"
+    assert _names(CHART_DASHBOARDS) == _names(SOURCE_DASHBOARDS), "run `make dashboards`"
+    for name in _names(SOURCE_DASHBOARDS):
+        assert (CHART_DASHBOARDS / name).read_bytes() == (SOURCE_DASHBOARDS / name).read_bytes(), (
+            f"{name} drifted from dashboards/grafana/: run `make dashboards`"
+        )
         json.loads((CHART_DASHBOARDS / name).read_text())
 
 
-def test_alert_rules_are_a_copy() -> None:
-    if SOURCE_RULES.is_file():
-        assert CHART_RULES.read_bytes() == SOURCE_RULES.read_bytes(), (
-            "files/alerts.yaml drifted from dashboards/prometheus/alerts.yaml: run `make chart-assets`"
-        )
+def test_alert_rule_template_is_generated() -> None:
+    assert CHART_RULES.read_text() == build.generated()[CHART_RULES], "run `make dashboards`"
     rules = yaml.safe_load(CHART_RULES.read_text())
     assert isinstance(rules, dict) and isinstance(rules.get("groups"), list), "a Prometheus rules file"
-    for group in rules["groups"]:
-        assert group["name"] and isinstance(group.get("rules"), list)
+    assert not (CHART / "files" / "alerts.yaml").exists(), "the chart renders the rules from values"

@@ -25,6 +25,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "deployment-s3a": ("deployment-s3a.yaml",),
     "spark-s3a": ("spark-s3a.yaml",),
     "monitoring": ("monitoring.yaml",),
+    "monitoring+rules": ("monitoring.yaml", "monitoring-rules.yaml"),
     "spark-s3a+monitoring": ("spark-s3a.yaml", "monitoring.yaml"),
     "deployment-extras": ("deployment-extras.yaml",),
     "spark-extras": ("spark-extras.yaml",),
@@ -99,6 +100,9 @@ def test_lint(helm: Helm, case: str, kube_version: str) -> None:
     proc = helm.lint(*CASES[case], kube_version=kube_version)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 chart(s) failed" in proc.stdout
+    # clean: not even a recommendation ([INFO] icon is recommended, ...)
+    findings = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+    assert not findings, findings
 
 
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
@@ -455,11 +459,31 @@ def test_servicemonitor_scrapes_the_metrics_service(helm: Helm) -> None:
         assert not sm["spec"]["selector"]["matchLabels"].items() <= api["metadata"]["labels"].items()
 
 
-def test_prometheusrule_embeds_the_rules_file(helm: Helm) -> None:
+def test_prometheusrule_carries_every_rule(helm: Helm) -> None:
+    """The PrometheusRule holds the rules file's groups and alerts (tests/test_helm/test_alerting.py
+    compares them field by field, with overrides)."""
+    from dashboards.rules import rule_groups
+
     rule = helm.render("monitoring.yaml").get("PrometheusRule")
-    rules_file = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
-    assert rule["spec"]["groups"] == rules_file["groups"]
+    groups = rule["spec"]["groups"]
+    assert [g["name"] for g in groups] == [g["name"] for g in rule_groups()]
+    assert [[r["alert"] for r in g["rules"]] for g in groups] == [
+        [r["alert"] for r in g["rules"]] for g in rule_groups()
+    ]
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_chart_metadata(helm: Helm) -> None:
+    """Artifact Hub's and `helm lint`'s fields: home and sources are the project, the icon a file
+    of it (dashboards.rules.PROJECT_URL; the alerts' runbook_url points there too)."""
+    from dashboards.rules import PROJECT_URL
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["home"] == PROJECT_URL and chart["sources"] == [PROJECT_URL]
+    raw = PROJECT_URL.replace("https://github.com/", "https://raw.githubusercontent.com/") + "/main/"
+    assert chart["icon"].startswith(raw)
+    icon = CHART.parents[1] / chart["icon"].removeprefix(raw)
+    assert icon.is_file() and icon.read_text().lstrip().startswith("<svg")
 
 
 def test_dashboards_configmaps_carry_the_files(helm: Helm) -> None:

@@ -164,6 +164,14 @@ def test_maven_stage_resolves_what_make_jars_resolves() -> None:
     assert _env()["COORDINATOR_MIRROR_JARS"] == "/opt/coordinator-mirror/jars"
 
 
+def test_s3a_is_a_build_option() -> None:
+    """The S3A bundle (~690 MB) is in the image only with --build-arg WITH_S3A=true."""
+    text = DOCKERFILE.read_text()
+    assert "ARG WITH_S3A=false" in text
+    resolve = text.split("docker/cloud-jars/pom.xml dependency:copy-dependencies")[0].rsplit("RUN ", 1)[-1]
+    assert 'if [ "${WITH_S3A}" = true ]; then' in resolve
+
+
 def test_s3a_jars_match_the_hadoop_in_pyspark() -> None:
     import pyspark
 

@@ -7,7 +7,8 @@ evaluation every second, loopback, tmp storage):
 * ``live`` -- the session broker, where this test drives a rebalance storm (`Churn`: a member
   joins and leaves every second or so), a group flapping between Empty and Stable (its only member
   joins and leaves), a calm Stable group (`classic_range`), an Empty group with committed offsets
-  (`kafka_python_empty`, expiring in 7 days) and a KIP-848 group (`kip848_consumer`);
+  (`kafka_python_empty`, expiring in 7 days), a KIP-848 group (`kip848_consumer`) and a group
+  behind on its topic (39 records of lag);
 * ``replay`` -- a capture file with a record type and a value version no broker wrote yet, and a
   good commit after them (what a broker upgrade would put in front of the mirror).
 
@@ -20,6 +21,7 @@ at least one of the groups, the core panels for every one), and the template var
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import struct
@@ -219,6 +221,12 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         # a topic deleted while the mirror runs: the Empty group committed to it (the broker
         # tombstones those offsets at once, so that flag is brief) and a KIP-848 consumer stays
         # subscribed to it (flagged for as long as it is: the deleted-topic panel's data)
+        # a group behind on its topic: 39 records of lag on partition 0 (who is lagging)
+        lagging_group = lab.name("lagging")
+        commit_to(
+            kafka.bootstrap, lagging_group, lab.topic("obs-lag", partitions=2, messages_per_partition=40)
+        )
+
         gone = lab.topic("obs-gone", partitions=1, messages_per_partition=3)
         commit_to(kafka.bootstrap, next(iter(empty.groups)), gone)
         gone_group = lab.name("gone-sub")
@@ -283,6 +291,7 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
             "empty": next(iter(empty.groups)),
             "kip848": next(iter(modern.groups)),
             "gone": gone_group,
+            "lagging": lagging_group,
             "abandoned": abandon.group,
             "share": share.group.group_id,
         }
@@ -383,6 +392,25 @@ def _evaluate(prometheus: Prometheus, expr: str, instant: bool, end: float) -> d
     return dict(prometheus.api("query_range", query=expr, start=end - 120, end=end, step=5))
 
 
+def _variable_sets(live: Live, dash: dict[str, Any]) -> list[dict[str, str]]:
+    """The variable values a dashboard's queries are checked with: "All" (.*) for multi-value
+    variables; each group of the workload for the group detail, each topic its groups consume for
+    the topic dashboard (a query must have data for at least one of them)."""
+    variables = {v["name"]: v for v in dash["templating"]["list"] if v["type"] == "query"}
+    base = {"cluster": ".*" if variables["cluster"]["multi"] else "live", "group": ".*", "topic": ".*"}
+    if "group" in variables and not variables["group"]["multi"]:
+        return [{**base, "group": g} for g in live.groups.values()]
+    if "topic" in variables and not variables["topic"]["multi"]:
+        ours = "|".join(re.escape(g) for g in live.groups.values())  # a raw string in PromQL: `...`
+        topics = live.prometheus.api(
+            "label/topic/values",
+            **{"match[]": f'kafka_consumergroup_group_topic_sum_lag{{cluster_name="live",group=~`{ours}`}}'},
+        )
+        assert topics, "the workload's groups consume no topic Prometheus knows"
+        return [{**base, "topic": t} for t in topics]
+    return [base]
+
+
 def test_every_dashboard_query_returns_data(live: Live) -> None:
     # the alerts test ran first (module order); make sure there are minutes of data in any case
     while time.monotonic() < live.started + 75:
@@ -393,16 +421,15 @@ def test_every_dashboard_query_returns_data(live: Live) -> None:
     per_panel: dict[tuple[str, int], set[str]] = {}  # group detail: groups with data, per panel
     checked = 0
     for name, dash in dashboards().items():
-        detail = any(v["name"] == "group" for v in dash["templating"]["list"])
+        detail = any(v["name"] == "group" and not v["multi"] for v in dash["templating"]["list"])
+        candidates = _variable_sets(live, dash)
         for q in dashboard_queries(dash, name):
             if q.kind == "variable":
                 continue  # test_template_variables_resolve
-            candidates = list(live.groups.values()) if detail else [""]
             with_data = set()
-            for group in candidates:
-                variables = {"cluster": "live" if detail else ".*", "group": group}
+            for variables in candidates:
                 if _has_data(_evaluate(prom, substitute(q.expr, variables), q.instant, end)):
-                    with_data.add(group)
+                    with_data.add(variables["group"] if detail else variables["topic"])
                 checked += 1
             if not with_data:
                 empty_queries.append(f"{name} / {q.where}: {q.expr}")
@@ -410,10 +437,34 @@ def test_every_dashboard_query_returns_data(live: Live) -> None:
                 per_panel.setdefault((q.where, q.panel_id), set()).update(with_data)
     assert not empty_queries, "queries without data:\n" + "\n".join(empty_queries)
     assert len(per_panel) >= len(CORE_DETAIL_PANELS)
+    # an offsets-only group (kind simple: commits, never a member) has no generation
+    simple = {
+        g for g in live.groups.values() if (live.mirrors["live"].store.group(g) or {}).get("kind") == "simple"
+    }
+    assert live.groups["lagging"] in simple
     for (title, _), groups in per_panel.items():
-        missing = set(live.groups.values()) - groups
+        missing = set(live.groups.values()) - groups - (simple if title == "Generation / epoch" else set())
         assert not missing, f"group detail / {title} has no data for {missing}"
     assert checked > 100
+
+
+def test_lag_panels_show_the_lagging_group(live: Live) -> None:
+    """The overview's lag panels name the workload's groups with lag: what "who is lagging" must
+    answer, checked against the mirror's own lag figures."""
+    dash = dashboards()["consumer-groups-overview.json"]
+    [panel] = [p for p in dash["panels"] if p["title"] == "Top groups by lag (messages)"]
+    expr = substitute(panel["targets"][0]["expr"], {"cluster": "live", "group": ".*", "topic": ".*"})
+    shown = {
+        r["metric"]["group"]: float(r["value"][1]) for r in live.prometheus.api("query", query=expr)["result"]
+    }
+    lag = live.mirrors["live"].lag
+    ours = {
+        g: sum(r.lag for r in (lag.group_lag(g) or ()) if r.lag == r.lag)
+        for g in live.groups.values()  # NaN: unknown
+    }
+    assert ours[live.groups["lagging"]] == 39, ours
+    assert shown.get(live.groups["lagging"]) == 39, (shown, ours)
+    assert all(n >= 0 for n in shown.values())
 
 
 def test_template_variables_resolve(live: Live) -> None:
@@ -425,9 +476,11 @@ def test_template_variables_resolve(live: Live) -> None:
             selector, label = label_values(v["definition"])
             params: dict[str, Any] = {}
             if selector:
-                params["match[]"] = substitute(selector, {"cluster": "live"})
+                params["match[]"] = substitute(selector, {"cluster": "live", "group": ".*"})
             values = prom.api(f"label/{label}/values", **params)
             if v["name"] == "cluster":
                 assert {"live", "replay"} <= set(values), (name, values)
             if v["name"] == "group":
                 assert set(live.groups.values()) <= set(values), (name, values)
+            if v["name"] == "topic":
+                assert values, (name, v["definition"])

@@ -77,14 +77,26 @@ def test_overridden_thresholds_render_valid_rules(tmp_path: Path) -> None:
     overrides = tmp_path / "thresholds.yaml"
     overrides.write_text("storm_window: 15m\nexpiring_hours: 6\nextra_labels: {team: platform}\n")
     code = build.main(
-        ["--rules-out", str(out_file), "--thresholds", str(overrides), "--set", "storm_rebalances=12"]
-    )
+        [
+            "--rules-out", str(out_file), "--thresholds", str(overrides), "--set", "storm_rebalances=12",
+            "--set", "disabled=KafkaConsumerRewound,CoordinatorMirrorAbsent",
+            "--set", "runbook_url=https://wiki.example.com/runbooks",
+        ]
+    )  # fmt: skip
     assert code == 0
     text = out_file.read_text()
     assert "increase(coordinator_mirror_group_rebalances_total[15m])) > 12" in text
-    assert "coordinator_mirror_group_next_offset_expiry_seconds < 21600" in text
+    assert "coordinator_mirror_group_next_offset_expiry_seconds < 6 * 3600" in text
     rules = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
     assert all(r["labels"]["team"] == "platform" for r in rules)
+    assert {r["alert"] for r in rules} == set(alert_names()) - {
+        "KafkaConsumerRewound",
+        "CoordinatorMirrorAbsent",
+    }
+    assert all(
+        r["annotations"]["runbook_url"] == f"https://wiki.example.com/runbooks#{r['alert'].lower()}"
+        for r in rules
+    )
     check = promtool("check", "rules", out_file)
     assert check.returncode == 0, check.stdout + check.stderr
     # the committed file keeps the defaults
@@ -97,6 +109,7 @@ def test_overridden_thresholds_render_valid_rules(tmp_path: Path) -> None:
         ["--set", "storm_window=ten minutes"],
         ["--set", "no_such_threshold=1"],
         ["--set", "storm_rebalances"],
+        ["--set", "disabled=KafkaConsumerStoped"],
     ],
 )
 def test_invalid_overrides_are_refused(tmp_path: Path, args: list[str]) -> None:

@@ -6,7 +6,7 @@ down, says so on /ready and in ``coordinator_mirror_source_up``, and mirrors the
 the broker is back.  The final state is compared with an uninterrupted run over the same log (a
 fresh mirror, new checkpoint) and with the offsets the test committed.
 
-What Spark's Kafka source does meanwhile (recorded in the test output and the README's "Failure
+What Spark's Kafka source does meanwhile (recorded in the test output and docs/operating.md's "Failure
 modes"): the micro-batch planning asks the broker for the latest offsets; with the broker gone the
 query fails after the admin client's retries, the supervisor sees it, waits for the source to
 answer again and restarts the query from its checkpoint (``query_restarts``).

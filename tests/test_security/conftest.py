@@ -15,26 +15,27 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: the page whose ACL table the tests grant (between its acl-table markers)
+SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 
 @dataclass(frozen=True)
 class Acl:
-    """One README row: allow ``operation`` on the ``resource`` named ``name`` (literal)."""
+    """One row of the ACL table: allow ``operation`` on the ``resource`` named ``name`` (literal)."""
 
     resource: str  # Topic | Group | Cluster
     name: str
     operation: str  # Read | Write | Describe | Create ...
-    prefixed: bool = False  # a PREFIXED resource pattern (README: "Group (prefixed)")
+    prefixed: bool = False  # a PREFIXED resource pattern (docs/security.md: "Group (prefixed)")
 
     def label(self) -> str:
         return f"{self.resource}:{self.name}:{self.operation}"
 
 
 def readme_acls(events_topic: str, offsets_topic: str) -> list[Acl]:
-    """The ACL table of README "Security" (between the acl-table markers), with the output topics'
-    placeholders filled in: what the tests grant IS what the README says."""
-    text = README.read_text()
+    """The ACL table of docs/security.md (between the acl-table markers), with the output topics'
+    placeholders filled in: what the tests grant IS what the docs say."""
+    text = SECURITY_DOC.read_text()
     block = text.split("<!-- acl-table -->", 2)[1]
     acls = []
     for line in block.splitlines():

@@ -113,7 +113,7 @@ def test_run_process_prints_no_secret(kafka: Any, scenarios: Any, security: Secu
     security.scram_user(mirror_user, MIRROR_PASSWORD)
     security.scram_user(writer_user, WRITER_PASSWORD)
     security.create_topic(events)
-    # the README's rows for reading (the writer user holds the events topic's)
+    # the ACL table's rows for reading (the writer user holds the events topic's)
     security.grant(mirror_user, [a for a in readme_acls(events, events) if a.operation == "Read"])
     security.grant(writer_user, [Acl("Topic", events, "Write")])
 

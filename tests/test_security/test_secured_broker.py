@@ -1,7 +1,7 @@
 """The mirror against the secured listeners of the session broker: SASL_SSL (SCRAM-SHA-512) and
 mutual TLS, with the StandardAuthorizer on -- and the one-line failures a user can cause there.
 
-A user holding exactly the ACLs of README "Security" runs the mirror to the live state and writes
+A user holding exactly the ACLs of docs/security.md runs the mirror to the live state and writes
 both output topics; removing any one of those ACLs makes it fail at start with exit code 7 and a
 message naming the refused resource (so the list is minimal).  A wrong password (exit 5), an
 untrusted certificate on either side (exit 6) fail the same way: one line, no traceback, no secret.
@@ -22,7 +22,7 @@ from tests.test_security.conftest import Acl, Security, readme_acls
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 PASSWORD = "Scram-Pass-7f3b9c"
-#: README: capture reads with librdkafka, which looks its group's coordinator up (FindCoordinator)
+#: docs/security.md: capture reads with librdkafka, which looks its group's coordinator up (FindCoordinator)
 #: even though it assigns partitions and commits nothing
 CAPTURE_ACLS = [
     Acl("Topic", "__consumer_offsets", "Read"),
@@ -114,7 +114,7 @@ def test_each_readme_acl_is_needed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     acls = readme_acls(*outputs)
-    assert len(acls) == 4, "one case per README ACL: update the parametrisation"
+    assert len(acls) == 4, "one case per ACL of docs/security.md: update the parametrisation"
     dropped = acls[missing]
     user = f"mirror-less-{missing}-{uuid.uuid4().hex[:6]}"
     security.scram_user(user, PASSWORD)

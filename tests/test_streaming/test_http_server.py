@@ -136,6 +136,51 @@ def test_burrow_paths_answer_burrow_envelopes(server: MirrorHTTPServer) -> None:
     assert status == 404 and json.loads(body)["error"] == "group_not_found"
 
 
+def test_burrow_topic_and_admin_paths(server: MirrorHTTPServer) -> None:
+    """Burrow's topic paths answer from the round's log ends (high watermark 2100 after
+    `FakeMirror.feed_lag`), its admin paths answer text as Burrow's do."""
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic")
+    topics = json.loads(body)["topics"]
+    assert status == 200 and topics == sorted(f"{g}.t0" for g in WEIRD_IDS)
+    topic = urllib.parse.quote(topics[0], safe="")
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic/{topic}")
+    reply = json.loads(body)
+    assert status == 200 and reply["offsets"] == [2100] and reply["message"] == "topic offsets returned"
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic/{topic}/consumers")
+    assert status == 200 and json.loads(body)["consumers"] == [topics[0][: -len(".t0")]]
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic/nope")
+    assert status == 404 and json.loads(body)["error"] is True
+    status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic/nope/consumers")
+    assert status == 200 and json.loads(body)["consumers"] == []
+    status, headers, body = request(f"{server.url}/burrow/admin")
+    assert (status, body) == (200, b"GOOD") and headers["content-type"].startswith("text/plain")
+    assert request(f"{server.url}/burrow/admin/ready")[::2] == (200, b"READY")
+
+
+def test_burrow_offsets_carry_observed_at(server: MirrorHTTPServer) -> None:
+    """Burrow's ConsumerOffset: offset, timestamp, observedAt (when the window stored it), lag."""
+    group = urllib.parse.quote(WEIRD_IDS[0], safe="")
+    _, _, body = request(f"{server.url}/v3/kafka/synthetic/consumer/{group}")
+    offsets = [o for o in json.loads(body)["topics"][f"{WEIRD_IDS[0]}.t0"][0]["offsets"] if o]
+    assert offsets and set(offsets[-1]) == {"offset", "timestamp", "observedAt", "lag"}
+    assert offsets[-1]["observedAt"] >= offsets[-1]["timestamp"]
+    _, _, body = request(f"{server.url}/v3/kafka/synthetic/consumer/{group}/lag")
+    end = json.loads(body)["status"]["partitions"][0]["end"]
+    assert end == offsets[-1]
+
+
+def test_burrow_ready_is_503_while_catching_up() -> None:
+    store = SnapshotStore(renderer=RENDERER)
+    store.readiness.targets = {0: 10}
+    store.readiness.update({0: 1})
+    srv = MirrorHTTPServer(("127.0.0.1", 0), store).start()
+    try:
+        assert request(f"{srv.url}/burrow/admin/ready")[::2] == (503, b"STARTING")
+        assert request(f"{srv.url}/burrow/admin")[::2] == (200, b"GOOD")
+    finally:
+        srv.stop()
+
+
 @pytest.mark.parametrize(
     "path",
     ["/groups/", "/groups/%", "/groups/%zz", "/groups/%C3", "/groups/" + "%FF" * 40_000, "/" + "a" * 5000,
@@ -296,7 +341,7 @@ def test_authentication(tmp_path: Path, scheme: str, open_probes: bool) -> None:
             status, headers, _ = request(f"{srv.url}{path}", headers={"Authorization": bad})
             assert status == 401 and headers["WWW-Authenticate"].startswith(scheme)
             assert request(f"{srv.url}{path}", headers={"Authorization": good})[0] == 200
-        for probe in ("/ready", "/healthz"):
+        for probe in ("/ready", "/healthz", "/burrow/admin", "/burrow/admin/ready"):
             assert request(f"{srv.url}{probe}")[0] == (200 if open_probes else 401)
             assert request(f"{srv.url}{probe}", headers={"Authorization": good})[0] == 200
     finally:

@@ -1,7 +1,7 @@
 """The Spark behaviours the mirror still works around, kept under test on the Spark it runs.
 
 Each test asserts that the behaviour behind one workaround still exists.  The day a Spark upgrade
-fixes it, the test FAILS: remove the workaround named in that test (and its README text), then the
+fixes it, the test FAILS: remove the workaround named in that test (and its text in docs/), then the
 test.  (The internal-topic filter behind ``useDeprecatedOffsetFetching`` is kept under test in
 test_spark_kafka.py.)
 """

@@ -296,3 +296,36 @@ Ivy's cache when settings.spark_packages is used) are emptyDirs. */}}
 {{- end -}}
 {{- toYaml $probe -}}
 {{- end -}}
+
+{{/* Monitoring -------------------------------------------------------------------------------- */}}
+{{/* The job label of the mirror's scrape targets, chosen once: the metrics Service carries it as
+its `jobLabel` label, the ServiceMonitor's spec.jobLabel makes the Prometheus Operator use it as
+`job`, and the PrometheusRule's CoordinatorMirrorDown selects `up{job=...}` with it. */}}
+{{- define "cm.job" -}}
+{{- default (include "cm.fullname" .) .Values.serviceMonitor.job -}}
+{{- end -}}
+
+{{/* The matchers of the mirror's own `up` series: the job, and -- when the chart's ServiceMonitor
+scrapes it -- the namespace the Prometheus Operator labels its targets with. */}}
+{{- define "cm.upMatchers" -}}
+job="{{ include "cm.job" . }}"{{ if .Values.serviceMonitor.enabled }},namespace="{{ .Release.Namespace }}"{{ end }}
+{{- end -}}
+
+{{/* A threshold as the rules file writes it: an integer without a decimal point. */}}
+{{- define "cm.number" -}}
+{{- if kindIs "string" . -}}{{ . }}
+{{- else if eq (float64 .) (float64 (int64 .)) -}}{{ int64 . }}
+{{- else -}}{{ float64 . }}
+{{- end -}}
+{{- end -}}
+
+{{/* A Prometheus duration (1h30m, 15m, 500ms) in whole seconds. */}}
+{{- define "cm.durationSeconds" -}}
+{{- $units := dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 "d" 86400.0 "w" 604800.0 "y" 31536000.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(ms|s|m|h|d|w|y)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) -}}
+{{- end -}}
+{{- int64 $total -}}
+{{- end -}}
