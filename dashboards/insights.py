@@ -13,10 +13,10 @@ from dashboards.grafana import (
     datasource_variable,
     metric,
     query_variable,
+    ranked,
     row,
     sel,
     stat,
-    table,
     target,
     timeseries,
 )
@@ -58,19 +58,13 @@ def _rebalance_panels() -> list[dict[str, Any]]:
             unit="s",
             w=10,
         ),
-        table(
+        ranked(
             "Slowest last rebalance per group",
-            [
-                target(
-                    f"topk(20, max by (cluster_name, group, phase) ({sel(_LAST)}))",
-                    table=True,
-                )
-            ],
+            f"topk(20, max by (cluster_name, group, phase) ({sel(_LAST)}))",
             "Each group's last timed rebalance, longest phase first (total where the log gives its start).",
+            column="seconds",
             unit="s",
             w=10,
-            sort_by="Value",
-            desc=True,
         ),
     ]
 
@@ -86,18 +80,12 @@ def _commit_panels() -> list[dict[str, Any]]:
             "the same rate as a live one); decays to 0 when a group stops committing.",
             unit="ops",
         ),
-        table(
+        ranked(
             "Partitions behind their group's newest commit",
-            [
-                target(
-                    f"topk(20, {sel('coordinator_mirror_group_partitions_behind')})",
-                    table=True,
-                )
-            ],
+            f"topk(20, {sel('coordinator_mirror_group_partitions_behind')})",
             "Partitions whose last commit trails the group's newest by more than commit_behind_s: a "
             "consumer committing only some partitions, or stopped on one, before its lag shows it.",
-            sort_by="Value",
-            desc=True,
+            column="partitions behind",
         ),
     ]
 
@@ -105,33 +93,32 @@ def _commit_panels() -> list[dict[str, Any]]:
 def _abandoned_panels() -> list[dict[str, Any]]:
     return [
         row("Abandoned offsets (topics no member subscribes to any more)"),
-        table(
+        ranked(
             "Abandoned partitions per topic",
-            [target(sel("coordinator_mirror_group_abandoned_offsets"), table=True)],
+            sel("coordinator_mirror_group_abandoned_offsets"),
             "Committed partitions of topics the group's members left (classic subscriptions, KIP-848 "
             "names and resolved regexes, streams source topics).",
+            column="abandoned partitions",
             w=8,
         ),
-        table(
+        ranked(
             "Ghost lag: lag of abandoned partitions",
-            [target(sel("coordinator_mirror_group_abandoned_lag"), table=True)],
+            sel("coordinator_mirror_group_abandoned_lag"),
             "Lag of the abandoned partitions per topic -- kept out of kafka_consumergroup_group_lag and "
             "the group's max/sum lag, since no member will consume it.",
+            column="ghost lag",
             w=8,
         ),
-        table(
+        ranked(
             "Abandoned offsets expire in",
-            [
-                target(
-                    f"{sel('coordinator_mirror_group_abandoned_expiry_timestamp_seconds')} - time()",
-                    table=True,
-                )
-            ],
+            f"{sel('coordinator_mirror_group_abandoned_expiry_timestamp_seconds')} - time()",
             "When the broker deletes the topic's first abandoned offset (offsets.retention.minutes "
             "after its commit): a consumer coming back to the topic after that starts from "
             "auto.offset.reset.",
+            column="expires in",
             unit="s",
             w=8,
+            desc=False,  # the soonest first
         ),
     ]
 
@@ -153,14 +140,13 @@ def _share_panels() -> list[dict[str, Any]]:
             unit="ops",
             w=6,
         ),
-        table(
+        ranked(
             "Share group lag",
-            [target(sel("coordinator_mirror_share_group_lag"), table=True)],
+            sel("coordinator_mirror_share_group_lag"),
             "Kafka's share-group lag (kafka-share-groups --describe --offsets): per share-partition the "
             "log end minus the start offset minus the records already delivered for good, summed.",
+            column="lag",
             w=6,
-            sort_by="Value",
-            desc=True,
         ),
         timeseries(
             "Share-partition lag and start offset",
@@ -171,12 +157,13 @@ def _share_panels() -> list[dict[str, Any]]:
             "Per share-partition: the lag, and the start offset (before it every record is done with).",
             w=12,
         ),
-        table(
+        ranked(
             "In-flight records by delivery state",
-            [target(sel(f"{part}records"), table=True)],
+            sel(f"{part}records"),
             "The in-flight window's records: available (released or lock expired, waiting for "
             "redelivery), acknowledged, archived (rejected or out of delivery attempts).  Records a "
             "consumer holds right now (acquired) are not persisted, so not in the log.",
+            column="records",
             w=12,
         ),
         timeseries(
