@@ -13,6 +13,12 @@ after the store is filled and after the traffic, and the per-group figure; nothi
 this process, so it is the driver's Python memory for the serving side.
 
 Acceptance (issue 12): 10k groups x 50 partitions <= 0.5 GB; 100k groups x 10 partitions <= 1.5 GB.
+
+``--timeline-events N`` (issue 26): then N change events per group go into the store's timeline
+(`streaming.serving.timeline`) as the sink hands them over -- a realistic mix: members joining and
+leaving with client ids, state changes, rebalances completed and timed, assignment changes with
+topic-partitions, offsets expiring -- and the RSS growth is printed per group (0: the timeline off;
+the metrics and reads then run with it on).
 """
 
 from __future__ import annotations
@@ -104,6 +110,46 @@ def client(url: str, ids_path: str, scrapes: int, reads: int, threads: int) -> N
     print(json.dumps(out))
 
 
+# ------------------------------------------------------------------------------ timelines
+def fill_timelines(store: Any, ids: list[str], per_group: int) -> None:
+    """``per_group`` events per group, as the sink adds them (one batch's events at a time)."""
+    import uuid
+
+    from state import events as ev
+
+    for gid in ids:
+        members = [f"consumer-{gid}-{i}-{uuid.uuid4()}" for i in range(4)]
+        events: list[dict[str, Any]] = []
+        k = 0
+        while len(events) < per_group:
+            m = members[k % 4]
+            src = (k % 50, 1_000_000 + k, 1_790_000_000_000 + k * 1000)
+            batch = [
+                ev.MemberJoined(gid, *src, member_id=m, client_id=f"{gid}-client", client_host="/10.1.2.3"),
+                ev.StateChanged(gid, *src, before="Stable", after="Empty", since_ms=src[2]),
+                ev.RebalanceCompleted(gid, *src, before=k, after=k + 1),
+                ev.RebalanceTimed(
+                    gid,
+                    *src,
+                    kind="classic",
+                    generation=k + 1,
+                    assigned_ms=src[2] - 40,
+                    stable_ms=src[2],
+                    members=4,
+                    joined=(m,),
+                    joined_count=1,
+                ),
+                ev.AssignmentChanged(gid, *src, member_id=m, added=(f"{gid}.t0:{k % 10}",), removed=()),
+                ev.MemberLeft(gid, *src, member_id=m, client_id=f"{gid}-client"),
+                ev.OffsetsExpired(
+                    gid, None, None, None, count=2, partitions=(f"{gid}.t1:0", f"{gid}.t1:1"), at_ms=src[2]
+                ),
+            ]
+            events += [e.to_json() for e in batch]
+            k += 1
+        store.timeline.add(events[:per_group])
+
+
 # ------------------------------------------------------------------------------ the driver
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -112,6 +158,7 @@ def main() -> int:
     p.add_argument("--scrapes", type=int, default=10)
     p.add_argument("--reads", type=int, default=10, help="rounds of GET /groups/{id} of every group")
     p.add_argument("--threads", type=int, default=2, help="client connections reading groups")
+    p.add_argument("--timeline-events", type=int, default=0, help="change events per group in the timeline")
     p.add_argument("--generate", help=argparse.SUPPRESS)
     p.add_argument("--client", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -147,7 +194,7 @@ def main() -> int:
     )
     print(f"built {args.groups:,} groups x {args.partitions} partitions in {time.perf_counter() - t0:.0f}s")
 
-    store = SnapshotStore(renderer=RENDERER)
+    store = SnapshotStore(renderer=RENDERER, timeline_events=args.timeline_events)
     mirror = FakeMirror(settings())
     mirror.store = store  # (an empty store is falsy: FakeMirror(settings, store) would make its own)
     mirror.offset_config = STATE_SETTINGS  # type: ignore[attr-defined]  # what Mirror builds once
@@ -160,6 +207,16 @@ def main() -> int:
     del rows
     data.unlink()
     filled, _ = rss()
+    timeline_rss = None
+    if args.timeline_events:
+        t0 = time.perf_counter()
+        fill_timelines(store, ids, args.timeline_events)
+        timeline_rss = rss()[0]
+        stored = store.timeline.stored_bytes() / len(ids)
+        print(
+            f"timelines: {args.timeline_events} events x {len(ids):,} groups in "
+            f"{time.perf_counter() - t0:.0f}s, {stored:,.0f} B a group stored"
+        )
     ids_path = tmp / "ids.json"
     ids_path.write_text(json.dumps(ids))
 
@@ -194,6 +251,11 @@ def main() -> int:
     print(f"state bytes: {mb(blob_bytes)} ({blob_bytes / n:,.0f} B per group)")
     print(f"RSS after imports:        {mb(imported)}")
     print(f"RSS with the store:       {mb(filled)}  (+{(filled - imported) / n / 1024:.1f} KB per group)")
+    if timeline_rss is not None:
+        print(
+            f"RSS with the timelines:   {mb(timeline_rss)}  "
+            f"(+{(timeline_rss - filled) / n / 1024:.2f} KB per group for {args.timeline_events} events)"
+        )
     print(
         f"RSS after {args.scrapes} scrapes and {args.reads} reads of every group: {mb(after)}  "
         f"(+{(after - imported) / n / 1024:.1f} KB per group over the imports)"

@@ -21,6 +21,11 @@
    the duration of the batch that folds them, against applyInPandasWithState's own floor for as
    many groups (bench/stateful_floor.py's no-op function, 2 columns, existing state) measured in
    the same Spark session.
+6. ``--insights`` (issue 26): a share consumer accepting ``--share-rate`` records/s (the share
+   coordinator writes a ShareUpdate per acknowledgement batch) beside the commit load; the latency
+   probe of 4. twice on the backfilled checkpoint -- the mirror with the `__share_group_state` query
+   and the timeline off, then on -- and the share query's own batches.  ``--only-insights`` skips
+   (p), the raw read and 5.
 
 Figures are printed; nothing is asserted (benchmarks report, tests decide).  The machine is noisy:
 compare the ratios measured in one run.
@@ -29,6 +34,7 @@ compare the ratios measured in one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -410,6 +416,108 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     return figures["latency"]  # type: ignore[no-any-return]
 
 
+def share_load(bootstrap: str, rate: float, *, stop: Any, sent: Any) -> None:
+    """A share group reading ``bench-share`` (2 partitions): ``rate`` records/s produced, each
+    accepted by a ShareConsumer (implicit acknowledgement: accepted at the next poll) -- a child
+    process until ``stop`` is set; ``sent`` counts records consumed."""
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for fut in admin.create_topics([NewTopic("bench-share", 2, 1)]).values():
+        with contextlib.suppress(Exception):  # already there (a second run of the phase)
+            fut.result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 5})
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-share", "log_level": 0})
+    consumer.subscribe(["bench-share"])
+    began = time.monotonic()
+    n = 0
+    while not stop.is_set():
+        due = int((time.monotonic() - began) * rate)
+        while n < due:
+            producer.produce("bench-share", value=b"x", partition=n % 2)
+            n += 1
+        producer.poll(0)
+        for msg in consumer.poll(0.05) or []:
+            if msg.error() is None:
+                sent.value += 1
+    producer.flush(30)
+    consumer.close()
+
+
+def measure_insights(
+    spark: Any, bootstrap: str, args: argparse.Namespace, checkpoint: Path
+) -> dict[str, Any]:
+    """6.: the latency probe with the share-state query and the timeline off, then on, on the
+    backfilled checkpoint, under the commit load and a share consumer's acknowledgements."""
+    from streaming.app.mirror import Mirror
+    from streaming.settings import load_settings
+
+    stop_share = _spawn().Event()
+    consumed = _spawn().Value("q", 0)
+    load = _spawn().Process(
+        target=share_load, args=(bootstrap, args.share_rate), kwargs={"stop": stop_share, "sent": consumed},
+        name="bench-share", daemon=True,
+    )  # fmt: skip
+    load.start()
+    out: dict[str, Any] = {"share_rate": args.share_rate}
+    try:
+        for label, on in (("off", False), ("on", True)):
+            settings = load_settings(
+                bootstrap_servers=bootstrap,
+                checkpoint_location=str(checkpoint),
+                trigger_interval_s=args.trigger,
+                shuffle_partitions=4,
+                http_port=0,
+                share_state_enabled=on,
+                timeline_events_per_group=50 if on else 0,
+            )
+            mirror = Mirror(settings, spark=spark).start()
+            try:
+                while not mirror.wait_ready(30):
+                    log(f"(i) {label}: catching up")
+                if on:  # the share query runs (its topic exists once the share group fetched)
+                    deadline = time.monotonic() + 120
+                    while not len(mirror.share_store) and time.monotonic() < deadline:
+                        time.sleep(1)
+                before = consumed.value
+                figures = measure_latency(mirror, bootstrap, args)
+                figures["share_records_consumed_per_s"] = round(
+                    (consumed.value - before) / (args.latency_seconds + args.latency_warmup)
+                )
+                if on and mirror.share_state is not None and mirror.share_state.query is not None:
+                    progress = [json.loads(p.json) for p in mirror.share_state.query.recentProgress]
+                    busy = [p for p in progress if p["numInputRows"]]
+                    figures["share_query"] = {
+                        "batches": len(busy),
+                        "input_rows": sum(p["numInputRows"] for p in busy),
+                        "batch_ms_median": statistics.median(
+                            p["durationMs"]["triggerExecution"] for p in busy
+                        )
+                        if busy
+                        else None,
+                        "share_groups": len(mirror.share_store),
+                        "records": dict(mirror.share_store.records),
+                    }
+                    figures["timeline_groups"] = len(mirror.store.timeline)
+                out[label] = figures
+            finally:
+                mirror.stop()
+    finally:
+        stop_share.set()
+        load.join(60)
+    off, on_ = out["off"], out["on"]
+    out["ratio_on_over_off"] = {
+        "p50": round(on_["p50_s"] / off["p50_s"], 2),
+        "p99": round(on_["p99_s"] / off["p99_s"], 2),
+        "batch_ms_median": round(
+            on_["batch_ms_median"]["triggerExecution"] / off["batch_ms_median"]["triggerExecution"], 2
+        ),
+    }
+    log(f"(i) insights on vs off: {out['ratio_on_over_off']}")
+    return out
+
+
 def burst_in_one_transaction(bootstrap: str, groups: int, topics: int) -> None:
     """One offset commit for each of ``groups`` groups, all in a single producer transaction
     (TxnOffsetCommit per group, then EndTxn: the markers make them visible at once)."""
@@ -463,6 +571,9 @@ def main() -> int:
     ap.add_argument("--latency-warmup", type=float, default=15.0, help="load before the probe, s")
     ap.add_argument("--burst-groups", type=int, default=None, help="default: min(--groups, 10000)")
     ap.add_argument("--skip-process", action="store_true", help="skip (p), process start -> ready")
+    ap.add_argument("--insights", action="store_true", help="6.: share-state query and timeline off vs on")
+    ap.add_argument("--only-insights", action="store_true", help="skip (p), (a) and 5.; implies --insights")
+    ap.add_argument("--share-rate", type=float, default=200.0, help="6.: share records/s accepted")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
@@ -499,7 +610,11 @@ def main() -> int:
             "records_per_s": round(floor_rows / floor_s),
         }
         log(f"(0) floor: {floor_rows:,} records in {floor_s:.2f}s = {floor_rows / floor_s:,.0f}/s")
-        rows, elapsed = raw_read(spark, broker.bootstrap, partitions, workdir)
+        if args.only_insights:
+            args.insights = args.skip_process = True
+            rows, elapsed = floor_rows, floor_s  # (a) skipped: the ratios below use the floor
+        else:
+            rows, elapsed = raw_read(spark, broker.bootstrap, partitions, workdir)
         figures["a_raw_read"] = {
             "records": rows,
             "seconds": round(elapsed, 1),
@@ -533,6 +648,17 @@ def main() -> int:
         figures["groups_mirrored"] = len(mirror.store)
 
         figures["latency"] = measure_latency(mirror, broker.bootstrap, args)
+        if args.insights:
+            mirror.stop()
+            figures["insights"] = measure_insights(spark, broker.bootstrap, args, checkpoint)
+            if args.only_insights:
+                figures["peak_rss_bytes"] = sampler.stop()
+                spark.stop()
+                print(json.dumps(figures, indent=2))
+                return 0
+            mirror, _, phases = mirror_backfill(
+                spark, broker.bootstrap, args, args.max_offsets_per_trigger[-1], checkpoint
+            )
 
         # ---- 10k groups active in one micro-batch, on the running mirror (warm state store).
         # One commit per group inside ONE producer transaction: under read_committed none of them

@@ -31,6 +31,7 @@ from dashboards.grafana import (
     target,
     timeseries,
 )
+from dashboards.insights import insights
 
 OVERVIEW_UID = "coordinator-mirror-groups"
 DETAIL_UID = "coordinator-mirror-group"
@@ -1109,4 +1110,5 @@ DASHBOARDS = {
     "consumer-group-detail.json": detail,
     "kafka-topic.json": topic,
     "mirror-health.json": health,
+    "consumer-group-insights.json": insights,  # dashboards/insights.py (issue 26)
 }

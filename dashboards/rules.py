@@ -101,6 +101,10 @@ class Thresholds:
     #: PermissionMissing: a feature lacking its ACL (topics not readable for lag, reconciliation
     #: off) for this long
     permission_for: str = "15m"
+    #: SlowRebalance: a group's last rebalance timed from the log took more seconds than this ...
+    slow_rebalance_seconds: float = 60.0
+    #: SlowRebalance: ... and ended within this window
+    slow_rebalance_window: str = "30m"
     #: extra labels on every alert (e.g. team, or a different severity policy)
     extra_labels: dict[str, str] = field(default_factory=dict)
     #: alerts left out of the rendered file (by name)
@@ -305,6 +309,8 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
     denied = metric("coordinator_mirror_topic_not_authorized")
     reconcile_rounds = metric("coordinator_mirror_reconcile_rounds_total")
     status = metric("coordinator_mirror_consumer_partition_status")
+    rebalance_duration = metric("coordinator_mirror_group_rebalance_duration_seconds")
+    last_rebalance = metric("coordinator_mirror_group_last_rebalance_timestamp_seconds")
     groups = [
         _rule(
             "KafkaConsumerGroupRebalanceStorm",
@@ -318,6 +324,23 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
             f"{_num(t.storm_rebalances)}, for {t.storm_for}). Every rebalance pauses consumption; "
             "look for members that keep joining and leaving (crash loops, max.poll.interval.ms "
             "exceeded, session timeouts) in the group detail dashboard.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerGroupSlowRebalance",
+            f"max by (cluster_name, group) ({rebalance_duration}) > {_num(t.slow_rebalance_seconds)}\n"
+            f"and on (cluster_name, group)\n"
+            f"(time() - {last_rebalance} < {_seconds(t, 'slow_rebalance_window')})",
+            "0m",
+            "warning",
+            "Consumer group {{ $labels.group }} rebalanced slowly",
+            f"The last rebalance of group {{{{ $labels.group }}}} on cluster {{{{ $labels.cluster_name }}}} "
+            f"took {{{{ $value | humanizeDuration }}}} (more than {_num(t.slow_rebalance_seconds)}s, "
+            f"timed from the log within the last {t.slow_rebalance_window}); consumption pauses while a "
+            "group rebalances. The insights dashboard shows which phase was slow: PreparingRebalance "
+            "(members slow to rejoin: max.poll.interval.ms, long processing), CompletingRebalance (the "
+            "leader's assignment), Assigning or Reconciling (KIP-848: members slow to release "
+            "partitions).",
             t,
         ),
         _rule(

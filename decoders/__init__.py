@@ -9,6 +9,8 @@ Public API (see decoders/README.md):
 * `ErrorKind` -- the closed set of `DecodeError` kinds (the metric label)
 * `record_json(key, value, source)` -- Kafka-formatter-shaped JSON (the ``decode`` command)
 * `RECORD_TYPES` -- the registry K -> (key struct, value family, typed classes)
+* `decode_share_state_record(key, value, source)`, `SHARE_STATE_RECORD_TYPES` -- the same for
+  `__share_group_state` (KIP-932's ShareSnapshot / ShareUpdate); `REGISTRIES` maps topic -> registry
 
 The batch names are loaded lazily (PEP 562) so that per-record users -- the ``decode`` command,
 the state layer -- do not pay for importing numpy/pyarrow.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from decoders.decode import decode_raw, decode_record
+from decoders.decode import decode_raw, decode_record, decode_share_state_record
 from decoders.kafka_json import record_json
 from decoders.payload import payload_to_record, record_to_payload
 from decoders.records import (
@@ -31,7 +33,7 @@ from decoders.records import (
     Source,
     UnknownRecord,
 )
-from decoders.tables import RECORD_TYPES
+from decoders.tables import RECORD_TYPES, REGISTRIES, SHARE_GROUP_STATE_TOPIC, SHARE_STATE_RECORD_TYPES
 
 if TYPE_CHECKING:
     from decoders.batch import OUTPUT_SCHEMA, OUTPUT_SPARK_DDL, arrow_schema, decode_arrow
@@ -50,6 +52,9 @@ __all__ = [
     "OUTPUT_SCHEMA",
     "OUTPUT_SPARK_DDL",
     "RECORD_TYPES",
+    "REGISTRIES",
+    "SHARE_GROUP_STATE_TOPIC",
+    "SHARE_STATE_RECORD_TYPES",
     "DecodeError",
     "DecodeResult",
     "ErrorKind",
@@ -60,6 +65,7 @@ __all__ = [
     "decode_arrow",
     "decode_raw",
     "decode_record",
+    "decode_share_state_record",
     "payload_to_record",
     "record_json",
     "record_to_payload",

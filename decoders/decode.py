@@ -24,6 +24,7 @@ returned.  Details and the reasoning: decoders/README.md, "Layouts that share a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -45,13 +46,15 @@ from decoders.records import (
     UnknownRecord,
 )
 from decoders.schema import Layout, RecordType
-from decoders.tables import GROUP_MEMBER, RECORD_TYPES
+from decoders.tables import GROUP_MEMBER, RECORD_TYPES, SHARE_STATE_RECORD_TYPES
 from decoders.wire import WireError
 
 END_FIELD: Final = "<end>"  # field name for "bytes left over after the last field"
 TYPE_FIELD: Final = "type"  # the key's int16 record-type prefix
 VERSION_FIELD: Final = "version"  # the value's int16 version prefix
 GROUP_METADATA_TYPE: Final = 2
+#: a registry of record types: K -> (key struct, value family) of one topic (`decoders.tables`)
+Registry = Mapping[int, RecordType]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +81,13 @@ def _int16(buf: bytes) -> int:
 
 
 def decode_raw(
-    key: bytes, value: bytes | None, source: Source = NO_SOURCE
+    key: bytes, value: bytes | None, source: Source = NO_SOURCE, registry: Registry = RECORD_TYPES
 ) -> RawRecord | UnknownRecord | DecodeError:
-    """Frame and interpret one record; wire values in Kafka's field names.  Never raises."""
+    """Frame and interpret one record; wire values in Kafka's field names.  Never raises.
+    ``registry``: the record types of the topic the bytes come from (`__consumer_offsets` by
+    default; `decoders.tables.SHARE_STATE_RECORD_TYPES` for `__share_group_state`)."""
     try:
-        return _decode_raw(bytes(key), None if value is None else bytes(value), source)
+        return _decode_raw(bytes(key), None if value is None else bytes(value), source, registry)
     except Exception as exc:  # a decoder bug must not stop the stream: report it as data
         return DecodeError(
             source=source,
@@ -98,7 +103,9 @@ def decode_raw(
         )
 
 
-def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | UnknownRecord | DecodeError:
+def _decode_raw(
+    key: bytes, value: bytes | None, source: Source, registry: Registry
+) -> RawRecord | UnknownRecord | DecodeError:
     if len(key) < 2:
         return DecodeError(
             source,
@@ -114,7 +121,7 @@ def _decode_raw(key: bytes, value: bytes | None, source: Source) -> RawRecord | 
             value,
         )
     k = _int16(key)
-    rt = RECORD_TYPES.get(k)
+    rt = registry.get(k)
     if rt is None:
         return UnknownRecord(source, k, key, value)
 
@@ -242,6 +249,9 @@ def _value_error(ctx: _Ctx, version: int | None, f: _Failure) -> DecodeError:
 # Raw -> typed
 
 
+_GROUP_METADATA: Final = RECORD_TYPES[GROUP_METADATA_TYPE]
+
+
 def to_record(raw: RawRecord) -> Record[Any, Any]:
     rt = raw.record_type
     key = typed_builder(rt.key, 0)(raw.key)
@@ -250,7 +260,7 @@ def to_record(raw: RawRecord) -> Record[Any, Any]:
     if raw.value is not None:
         assert raw.layout is not None and raw.value_version is not None
         build = typed_builder(raw.layout.struct, raw.value_version)
-        if rt.k == GROUP_METADATA_TYPE and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
+        if rt is _GROUP_METADATA and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
             value = build(raw.value, members=_consumer_members(raw, raw.value_version))
         else:
             value = build(raw.value)
@@ -309,13 +319,16 @@ def _embedded_error(raw: RawRecord, index: int, part: str, blob: bytes, result: 
     )
 
 
-def decode_record(key: bytes, value: bytes | None, source: Source = NO_SOURCE) -> DecodeResult:
-    """Decode one `__consumer_offsets` record.  Never raises.
+def decode_record(
+    key: bytes, value: bytes | None, source: Source = NO_SOURCE, registry: Registry = RECORD_TYPES
+) -> DecodeResult:
+    """Decode one `__consumer_offsets` record (or, with ``registry``, one of another coordinator
+    topic).  Never raises.
 
     Returns a `Record` (``value is None`` for a tombstone), an `UnknownRecord` for a record type
     we do not know, or a `DecodeError` for anything damaged or of an unknown value version.
     """
-    raw = decode_raw(key, value, source)
+    raw = decode_raw(key, value, source, registry)
     if not isinstance(raw, RawRecord):
         return raw
     try:
@@ -326,3 +339,8 @@ def decode_record(key: bytes, value: bytes | None, source: Source = NO_SOURCE) -
             f"internal decoder error: {exc!r}",
             None, raw.key_bytes, raw.value_bytes,
         )  # fmt: skip
+
+
+def decode_share_state_record(key: bytes, value: bytes | None, source: Source = NO_SOURCE) -> DecodeResult:
+    """Decode one `__share_group_state` record (K=0 ShareSnapshot, K=1 ShareUpdate).  Never raises."""
+    return decode_record(key, value, source, SHARE_STATE_RECORD_TYPES)

@@ -37,11 +37,11 @@ from decoders.consumer_protocol import (
     read_assignment,
     read_subscription,
 )
-from decoders.decode import RawRecord, decode_raw
+from decoders.decode import RawRecord, Registry, decode_raw
 from decoders.interpreter import UNKNOWN_TAGS, RawStruct
 from decoders.records import NO_SOURCE, DecodeError, ErrorKind, Source, UnknownRecord
 from decoders.schema import BYTES, UUID, ArrayOf, Field, FieldType, Primitive, Struct
-from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION
+from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES
 from decoders.uuids import kafka_uuid
 
 STATUS_OK: Final = "ok"
@@ -152,7 +152,11 @@ def raw_record_json(raw: RawRecord) -> dict[str, Any]:
             extra["ambiguousLayout"] = True
     if unknown:
         extra["unknownTaggedFields"] = unknown
-    if rt.k == 2 and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE and raw.value.get("members"):
+    if (
+        rt is RECORD_TYPES.get(2)
+        and raw.value.get("protocolType") == CONSUMER_PROTOCOL_TYPE
+        and raw.value.get("members")
+    ):
         extra["consumerProtocol"] = _consumer_protocol_json(raw.value)
     if extra:
         value["extra"] = extra
@@ -186,13 +190,18 @@ def unknown_json(rec: UnknownRecord) -> dict[str, Any]:
     }
 
 
-def record_json(key: bytes, value: bytes | None, source: Source | None = None) -> tuple[dict[str, Any], str]:
+def record_json(
+    key: bytes, value: bytes | None, source: Source | None = None, registry: Registry = RECORD_TYPES
+) -> tuple[dict[str, Any], str]:
     """Decode one record to Kafka-shaped JSON; returns (json object, status).
 
     status is "ok", "unknown" (record type not known) or "error" (undecodable).  With a
     ``source``, the object starts with its ``partition``, ``offset`` and ``timestamp``.
+    ``registry``: the record types of the record's topic (default `__consumer_offsets`; the
+    share coordinator's `__share_group_state` prints the same shape, as Kafka's
+    ``ShareGroupStateMessageFormatter`` does).
     """
-    raw = decode_raw(key, value, source or NO_SOURCE)
+    raw = decode_raw(key, value, source or NO_SOURCE, registry)
     body: dict[str, Any]
     if isinstance(raw, RawRecord):
         try:

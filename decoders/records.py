@@ -600,6 +600,61 @@ class StreamsGroupTopologyValue:
     unknown_tags: UnknownTags = ()
 
 
+# ============================================================================================
+# `__share_group_state` (KIP-932 share coordinator): K=0 ShareSnapshot, K=1 ShareUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionKey:
+    """The key of both share-state records: one share-partition (group, topic id, partition)."""
+
+    group_id: str
+    topic_id: TopicId | None
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateBatch:
+    """A run of offsets with one delivery state: 0 Available, 2 Acknowledged, 4 Archived (1
+    Acquired and 3 Archiving are never persisted); ``delivery_count`` = delivery attempts so far."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+    unknown_tags: UnknownTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSnapshotValue:
+    """K=0: the whole state of a share-partition.  ``start_offset`` None: not initialised yet
+    (-1); ``leader_epoch`` -1 -> None; ``delivery_complete_count`` (tag 0, 4.2+, KIP-1226) -1 or
+    absent -> None.  The 4.0 layout has no create/write timestamps (None)."""
+
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int | None
+    start_offset: int | None
+    state_batches: tuple[ShareStateBatch, ...]
+    delivery_complete_count: int | None = None
+    create_timestamp_ms: int | None = None
+    write_timestamp_ms: int | None = None
+    unknown_tags: UnknownTags = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareUpdateValue:
+    """K=1: a change on top of the last snapshot.  ``start_offset`` None (-1): unchanged;
+    ``leader_epoch`` None (-1): unchanged; ``delivery_complete_count`` as in `ShareSnapshotValue`."""
+
+    snapshot_epoch: int
+    leader_epoch: int | None
+    start_offset: int | None
+    state_batches: tuple[ShareStateBatch, ...]
+    delivery_complete_count: int | None = None
+    unknown_tags: UnknownTags = ()
+
+
 # Handy aliases for the state layer's dispatch tables.
 OffsetCommitRecord = Record[OffsetCommitKey, OffsetCommitValue]
 GroupMetadataRecord = Record[GroupKey, GroupMetadataValue]

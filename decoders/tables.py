@@ -1,4 +1,5 @@
-"""Our schema tables: every key and value layout of `__consumer_offsets`, Kafka 0.8.2 -> 4.x, as data.
+"""Our schema tables: every key and value layout of `__consumer_offsets`, Kafka 0.8.2 -> 4.x, and of
+`__share_group_state` (the KIP-932 share coordinator's topic), as data.
 
 Written from the facts in ../shared/spec/consumer-offsets-format.md (section numbers below), not
 copied from Kafka.  Field names are Kafka's (they appear in the Kafka-shaped JSON); ``attr`` /
@@ -762,3 +763,108 @@ RECORD_TYPES: Final[Mapping[int, RecordType]] = MappingProxyType(
 )
 
 OFFSET_COMMIT_TYPES: Final = frozenset({0, 1})
+
+
+# ============================================================================================
+# `__share_group_state` -- the share coordinator's own topic (KIP-932), a registry of its own:
+# its K=0/1 are not those of `__consumer_offsets`.  Facts from apache/kafka's share-coordinator
+# message specs (ShareSnapshotKey/Value, ShareUpdateKey/Value) on the 4.0..4.3 branches:
+#
+# * keys: GroupId string, TopicId uuid, Partition int32 -- 4.0 called the prefix the key version
+#   (ShareSnapshotKey "validVersions 0", ShareUpdateKey "1"), 4.1+ the record type (apiKey 0/1):
+#   the same bytes;
+# * values: V0, flexible.  4.1 changed both values *without a version bump* (KAFKA-18170 added
+#   CreateTimestamp/WriteTimestamp to the snapshot; "Change snapshot epoch type to int32" turned
+#   SnapshotEpoch from uint16 into int32 in both) -- two layouts of V0, like K=11/K=15 above;
+# * 4.2 added DeliveryCompleteCount as tag 0 with default -1 (KIP-1226): compatible, one layout.
+
+SHARE_PARTITION_KEY_FIELDS: Final = (F("GroupId", STRING), F("TopicId", UUID), F("Partition", INT32))
+
+SHARE_STATE_BATCH: Final = _struct(
+    "StateBatch",
+    r.ShareStateBatch,
+    F("FirstOffset", INT64),
+    F("LastOffset", INT64),
+    F("DeliveryState", INT8),
+    F("DeliveryCount", INT16),
+)
+_DELIVERY_COMPLETE_COUNT = F("DeliveryCompleteCount", INT32, tag=0, default=-1, none_if=(-1,))
+
+SHARE_SNAPSHOT_VALUE_41: Final = _struct(
+    "ShareSnapshotValue",
+    r.ShareSnapshotValue,
+    F("SnapshotEpoch", INT32),
+    F("StateEpoch", INT32),
+    F("LeaderEpoch", INT32, none_if=(-1,)),
+    F("StartOffset", INT64, none_if=(-1,)),
+    _DELIVERY_COMPLETE_COUNT,
+    F("CreateTimestamp", INT64, attr="create_timestamp_ms"),
+    F("WriteTimestamp", INT64, attr="write_timestamp_ms"),
+    F("StateBatches", ArrayOf(SHARE_STATE_BATCH)),
+)
+SHARE_SNAPSHOT_VALUE_40: Final = _struct(
+    "ShareSnapshotValue",
+    r.ShareSnapshotValue,
+    F("SnapshotEpoch", UINT16),
+    F("StateEpoch", INT32),
+    F("LeaderEpoch", INT32, none_if=(-1,)),
+    F("StartOffset", INT64, none_if=(-1,)),
+    F("StateBatches", ArrayOf(SHARE_STATE_BATCH)),
+)
+SHARE_UPDATE_VALUE_41: Final = _struct(
+    "ShareUpdateValue",
+    r.ShareUpdateValue,
+    F("SnapshotEpoch", INT32),
+    F("LeaderEpoch", INT32, none_if=(-1,)),
+    F("StartOffset", INT64, none_if=(-1,)),
+    _DELIVERY_COMPLETE_COUNT,
+    F("StateBatches", ArrayOf(SHARE_STATE_BATCH)),
+)
+SHARE_UPDATE_VALUE_40: Final = _struct(
+    "ShareUpdateValue",
+    r.ShareUpdateValue,
+    F("SnapshotEpoch", UINT16),
+    F("LeaderEpoch", INT32, none_if=(-1,)),
+    F("StartOffset", INT64, none_if=(-1,)),
+    F("StateBatches", ArrayOf(SHARE_STATE_BATCH)),
+)
+
+SHARE_GROUP_STATE_TOPIC: Final = "__share_group_state"
+
+#: `__share_group_state`: K -> (key struct, value family); K>=2 is unknown (counted, skipped)
+SHARE_STATE_RECORD_TYPES: Final[Mapping[int, RecordType]] = MappingProxyType(
+    {
+        rt.k: rt
+        for rt in (
+            _rt(
+                0,
+                "SHARE_SNAPSHOT",
+                Struct("ShareSnapshotKey", SHARE_PARTITION_KEY_FIELDS, r.SharePartitionKey),
+                _family(
+                    "ShareSnapshotValue",
+                    r.ShareSnapshotValue,
+                    Layout("4.1+", SHARE_SNAPSHOT_VALUE_41),
+                    Layout("4.0", SHARE_SNAPSHOT_VALUE_40),
+                ),
+                "4.0",
+            ),
+            _rt(
+                1,
+                "SHARE_UPDATE",
+                Struct("ShareUpdateKey", SHARE_PARTITION_KEY_FIELDS, r.SharePartitionKey),
+                _family(
+                    "ShareUpdateValue",
+                    r.ShareUpdateValue,
+                    Layout("4.1+", SHARE_UPDATE_VALUE_41),
+                    Layout("4.0", SHARE_UPDATE_VALUE_40),
+                ),
+                "4.0",
+            ),
+        )
+    }
+)
+
+#: topic -> its registry (the `decode` command's ``--topic``, the golden vectors' ``topic``)
+REGISTRIES: Final[Mapping[str, Mapping[int, RecordType]]] = MappingProxyType(
+    {"__consumer_offsets": RECORD_TYPES, SHARE_GROUP_STATE_TOPIC: SHARE_STATE_RECORD_TYPES}
+)

@@ -243,6 +243,12 @@ class Member(_Consuming):
         self.client_id = client_id or f"cm-{name or group}-{uuid.uuid4().hex[:6]}"
         self.positions: dict[TopicPartitionKey, int] = {}
         self.assignment: set[TopicPartitionKey] = set()
+        #: wall-clock ms: when the member was created (subscribes at once) and each time its
+        #: on_assign / on_revoke callback ran (confluent members) -- what a client observes of a
+        #: rebalance (lab.scenarios_insights.rebalance_timing)
+        self.created_ms = int(time.time() * 1000)
+        self.assigned_at_ms: list[int] = []
+        self.revoked_at_ms: list[int] = []
         self._commands: queue.Queue[_Command] = queue.Queue()
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -281,9 +287,11 @@ class Member(_Consuming):
             conf["group.instance.id"] = self.instance_id
 
         def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            self.assigned_at_ms.append(int(time.time() * 1000))
             self.assignment |= {(tp.topic, tp.partition) for tp in partitions}
 
         def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            self.revoked_at_ms.append(int(time.time() * 1000))
             self.assignment -= {(tp.topic, tp.partition) for tp in partitions}
 
         conf.update(extra or {})

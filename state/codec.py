@@ -6,7 +6,12 @@ binary column whose *content* carries its own version.
 
 Framing: ``byte 0`` = format version, the rest = that version's payload.
 
-* **v2** (current) -- v1's row with the counters of `COUNTERS` (v2 added ``emptied``) and one
+* **v3** (current) -- v2's row and three more trailing fields (issue 26): the rebalance-timing
+  tracker (`state.timing.Tracker` as a list, or null), the last timed rebalance (`state.timing.Timing`
+  as a list, or null) and the commit-rhythm window, flat ``[dt, dc, ...]``: each point's time back
+  from ``last_change_ms`` and commits back from the ``commits`` counter (small numbers: the newest
+  point is usually ``0, 0``).
+* **v2** -- v1's row with the counters of `COUNTERS` (v2 added ``emptied``) and one
   more trailing field, ``last_rebalance_ms``.
 * **v1** -- MessagePack (``msgpack``, C-accelerated: ~5 us to pack a 50-offset group,
   half the size of pickle, no code execution on load) of one positional list, see `_encode_v1`.
@@ -19,7 +24,9 @@ Framing: ``byte 0`` = format version, the rest = that version's payload.
   current model by `_migrate_v0` (counters and fields v0 did not have get their defaults).
 
 `decode` accepts every version ever written; `encode` always writes the newest.  Migrations:
-v1 -> v2 gives ``last_rebalance_ms = None`` (unknown until the next rebalance) and ``emptied = 0``.
+v1 -> v2 gives ``last_rebalance_ms = None`` (unknown until the next rebalance) and ``emptied = 0``;
+v2 -> v3 gives no timing tracker (the group's rebalances are timed again once the mirror saw it
+settle), no last timing, an empty commit window.
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from typing import Any, Final
 import msgpack
 
 from state.model import COUNTERS, Group, Member, OffsetEntry, TopicPartition, new_counters
+from state.rhythm import from_points, points
+from state.timing import Timing, Tracker
 
-CURRENT_VERSION: Final = 2
+CURRENT_VERSION: Final = 3
 
 #: the counters a v1 blob holds, positionally (frozen: COUNTERS may grow, v1 blobs do not)
 _V1_COUNTERS: Final = COUNTERS[:15]
@@ -164,10 +173,22 @@ def _encode_v1(g: Group) -> bytes:
 
 
 def _encode_v2(g: Group) -> bytes:
+    """Kept for the migration tests only: `encode` writes v3."""
     row = _row_v1(g, COUNTERS)
     row.append(g.last_rebalance_ms)
     packed: bytes = msgpack.packb(row, use_bin_type=True)
     return b"\x02" + packed
+
+
+def _encode_v3(g: Group) -> bytes:
+    row = _row_v1(g, COUNTERS)
+    row.append(g.last_rebalance_ms)
+    row.append(None if g.timing is None else g.timing.to_row())
+    row.append(None if g.last_timing is None else list(g.last_timing))
+    ref_t, ref_c = g.last_change_ms or 0, g.counters.get("commits", 0)
+    row.append([x for t, c in points(g.commit_window) for x in (ref_t - t, ref_c - c)])
+    packed: bytes = msgpack.packb(row, use_bin_type=True)
+    return b"\x03" + packed
 
 
 def _decode_v1(payload: bytes) -> Group:
@@ -181,6 +202,24 @@ def _decode_v2(payload: bytes) -> Group:
         raise ValueError(f"expected a list of 31 fields, got {type(row).__name__} of {len(row)}")
     g = _group_from_v1_row(row[:30], COUNTERS)
     g.last_rebalance_ms = row[30]
+    return g
+
+
+def _decode_v3(payload: bytes) -> Group:
+    row = msgpack.unpackb(payload, use_list=True, raw=False, strict_map_key=False)
+    if not isinstance(row, list) or len(row) != 34:
+        raise ValueError(f"expected a list of 34 fields, got {type(row).__name__} of {len(row)}")
+    g = _group_from_v1_row(row[:30], COUNTERS)
+    g.last_rebalance_ms = row[30]
+    g.timing = None if row[31] is None else Tracker.from_row(row[31])
+    g.last_timing = None if row[32] is None else Timing(*row[32])
+    flat = row[33]
+    ref_t, ref_c = g.last_change_ms or 0, g.counters.get("commits", 0)
+    if len(flat) % 2:
+        raise ValueError(f"a commit window of {len(flat)} numbers (pairs expected)")
+    g.commit_window = from_points(
+        (ref_t - dt, ref_c - dc) for dt, dc in zip(flat[::2], flat[1::2], strict=True)
+    )
     return g
 
 
@@ -304,7 +343,12 @@ def _decode_v0(payload: bytes) -> Group:
     return _migrate_v0(json.loads(payload.decode("utf-8")))
 
 
-_DECODERS: Final[dict[int, Callable[[bytes], Group]]] = {0: _decode_v0, 1: _decode_v1, 2: _decode_v2}
+_DECODERS: Final[dict[int, Callable[[bytes], Group]]] = {
+    0: _decode_v0,
+    1: _decode_v1,
+    2: _decode_v2,
+    3: _decode_v3,
+}
 
 
 # ============================================================================================
@@ -313,7 +357,7 @@ _DECODERS: Final[dict[int, Callable[[bytes], Group]]] = {0: _decode_v0, 1: _deco
 
 def encode(g: Group) -> bytes:
     """The current-version bytes of a group."""
-    return _encode_v2(g)
+    return _encode_v3(g)
 
 
 def decode(blob: bytes | bytearray | memoryview) -> Group:

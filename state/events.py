@@ -10,8 +10,8 @@ written ``"topic:partition"`` (``:`` cannot occur in a Kafka topic name).
 Two families:
 
 * **discrete** events -- one per change, in log order (created, state changed, rebalance
-  completed, member joined/left/replaced, leader/protocol/kind changed, assignment changed, group
-  deleted, expiry disagreement);
+  completed, rebalance timed, member joined/left/replaced, leader/protocol/kind changed, assignment
+  changed, group deleted, expiry disagreement);
 * **aggregate** events -- one per fold call and group (`OffsetsCommitted`, `OffsetsDeleted`), or
   per expiry call (`OffsetsExpired`): commits are ~99% of the topic and one event per commit would
   swamp every consumer of the stream.  They come after the discrete events of the same fold (and
@@ -96,6 +96,34 @@ class RebalanceCompleted(Event):
     #: generations/epochs that never reached the log (failed or superseded rebalances)
     skipped: int = 0
     TYPE: ClassVar[str] = "rebalance_completed"
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceTimed(Event):
+    """A rebalance the log timed (`state.timing`), emitted by the record that ended it (classic:
+    the leader's SyncGroup record; KIP-848/share/streams: the last member reaching the target).
+
+    ``started_ms``: the start of the join phase (classic: only a new group's, from its generation-0
+    record) or the first record taking the settled group out of that state (modern); None when
+    the log does not say.  ``assigned_ms``: the join phase's end / CompletingRebalance's start
+    (classic ``currentStateTimestamp``), or the target assignment's time (modern; 4.3+'s
+    AssignmentTimestamp).  ``stable_ms``: Stable again.  ``duration_ms`` = stable - started.
+    ``joined`` / ``left``: member ids since the previous rebalance (at most 20 each; the counts
+    are exact)."""
+
+    kind: str | None = None
+    generation: int = 0
+    skipped: int = 0
+    started_ms: int | None = None
+    assigned_ms: int | None = None
+    stable_ms: int = 0
+    duration_ms: int | None = None
+    members: int = 0
+    joined: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    joined_count: int = 0
+    left_count: int = 0
+    TYPE: ClassVar[str] = "rebalance_timed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +281,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         KindChanged,
         StateChanged,
         RebalanceCompleted,
+        RebalanceTimed,
         MemberJoined,
         MemberLeft,
         MemberReplaced,

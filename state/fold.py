@@ -56,6 +56,7 @@ from state.replay import (
     create_simple,
     finish,
 )
+from state.rhythm import note_commits, note_run
 
 _COMMIT_TYPES = frozenset({0, 1})
 
@@ -176,6 +177,7 @@ def _apply_commits_bulk(g: Group | None, run: _Run, ctx: FoldContext) -> Group:
     committed = run.commits()
     ctx.commits += committed
     g.counters["commits"] += committed
+    g.commit_window = note_run(g.commit_window, col("source_timestamp_ms"), run.counts, g.counters["commits"])
     ctx.committed.update(keys)
     ctx.commit_topics.update(run.topics)
     last = (run.sp[-1], run.so[-1], cols["source_timestamp_ms"][hi - 1])
@@ -209,6 +211,7 @@ def _apply_commits_each(g: Group | None, run: _Run, ctx: FoldContext) -> Group |
             c = 1 if counts is None or counts[i] is None else counts[i]
             ctx.commits += c
             g.counters["commits"] += c
+            g.commit_window = note_commits(g.commit_window, src[2], g.counters["commits"])
         if g.kind is None and not g.offsets and not g.pending:
             g = None  # as apply_record: nothing left for this id
             continue

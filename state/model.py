@@ -188,6 +188,7 @@ class Group:
 
     __slots__ = (
         "assignment_epoch",
+        "commit_window",
         "counters",
         "created_ms",
         "current_state_timestamp_ms",
@@ -201,6 +202,7 @@ class Group:
         "last_position",
         "last_protocol",
         "last_rebalance_ms",
+        "last_timing",
         "leader",
         "members",
         "metadata_hash",
@@ -214,6 +216,7 @@ class Group:
         "state",
         "state_since_ms",
         "targets",
+        "timing",
         "topic_names",
         "topology",
         "topology_epoch",
@@ -263,6 +266,11 @@ class Group:
         self.counters: dict[str, int] = new_counters()
         self.errors: list[dict[str, Any]] = []  # last MAX_KEPT_ERRORS decode errors / unknown records
         self.last_position: tuple[int, int] | None = None  # (partition, offset) of the last applied record
+        # codec v3 (issue 26): rebalance timing (`state.timing`) and commit rhythm (`state.rhythm`)
+        self.timing: Any = None  # state.timing.Tracker while the fold follows the group's rebalances
+        self.last_timing: Any = None  # state.timing.Timing of the last timed rebalance
+        # (log time ms, commits counter) points, oldest first, packed (`state.rhythm.Window`)
+        self.commit_window: bytes = b""
 
     # ------------------------------------------------------------------------------ derived
     def reset_kind_fields(self) -> None:
@@ -315,6 +323,8 @@ class Group:
         g.errors = [dict(e) for e in self.errors]
         g.topology = None if self.topology is None else dict(self.topology)
         g.share_topics = None if self.share_topics is None else dict(self.share_topics)
+        if self.timing is not None:
+            g.timing = type(self.timing).from_row(self.timing.to_row())
         return g
 
     def as_tuple(self) -> tuple[Any, ...]:
@@ -324,6 +334,8 @@ class Group:
             v = getattr(self, name)
             if name == "members":
                 v = {k: m.as_tuple() for k, m in v.items()}
+            elif name == "timing" and v is not None:
+                v = v.to_row()
             out.append(v)
         return tuple(out)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from state.abandoned import abandoned_partitions
 from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import all_deadlines, next_deadline_ms
 from state.model import (
@@ -22,6 +23,8 @@ from state.model import (
     Member,
     TopicPartition,
 )
+from state.rhythm import commit_lags, points
+from state.timing import phases
 from state.votes import protocol_votes
 
 SNAPSHOT_VERSION: Final = 1
@@ -104,6 +107,8 @@ def snapshot(
     """Everything in the model, JSON-shaped (``GET /groups/{id}``); ``deadlines`` as in `summary`."""
     if deadlines is None:
         deadlines = all_deadlines(g, config)
+    abandoned = abandoned_partitions(g)
+    trails = commit_lags(g, abandoned)
     offsets = []
     for (topic, partition), e in sorted(g.offsets.items()):
         offsets.append(
@@ -119,6 +124,10 @@ def snapshot(
                 "expires_at_ms": deadlines[(topic, partition)],
                 "source_partition": e[6],
                 "source_offset": e[7],
+                # issue 26: a topic no member subscribes to any more (its lag is reported apart),
+                # and how far this partition's last commit trails the group's newest
+                "abandoned": (topic, partition) in abandoned,
+                "commit_trails_ms": trails.get((topic, partition)),
             }
         )
     members = [
@@ -161,4 +170,40 @@ def snapshot(
         "errors": list(g.errors),
         "next_deadline_ms": next_deadline_ms(g, config, deadlines),
         "last_position": None if g.last_position is None else list(g.last_position),
+        "rebalance_timing": timing_json(g),
+        "abandoned_topics": _abandoned_json(abandoned, deadlines),
+        "commit_window": [list(p) for p in points(g.commit_window)],
     }
+
+
+def timing_json(g: Group) -> dict[str, Any] | None:
+    """The last timed rebalance (`state.timing`) with its phases, and whether one is being timed."""
+    t = g.last_timing
+    tracker = g.timing
+    in_progress = None if tracker is None else tracker.started_ms
+    if t is None and in_progress is None:
+        return None
+    out: dict[str, Any] = {"in_progress_since_ms": in_progress, "last": None}
+    if t is not None:
+        out["last"] = {
+            "generation": t.generation,
+            "started_ms": t.started_ms,
+            "assigned_ms": t.assigned_ms,
+            "stable_ms": t.stable_ms,
+            "duration_ms": None if t.started_ms is None else t.stable_ms - t.started_ms,
+            "phases_ms": dict(phases(g.display_kind, t.started_ms, t.assigned_ms, t.stable_ms)),
+        }
+    return out
+
+
+def _abandoned_json(
+    abandoned: frozenset[TopicPartition], deadlines: Mapping[TopicPartition, int | None]
+) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for tp in sorted(abandoned):
+        entry = out.setdefault(tp[0], {"partitions": [], "expires_at_ms": None})
+        entry["partitions"].append(tp[1])
+        d = deadlines.get(tp)
+        if d is not None and (entry["expires_at_ms"] is None or d < entry["expires_at_ms"]):
+            entry["expires_at_ms"] = d
+    return out

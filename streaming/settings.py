@@ -238,6 +238,26 @@ class Settings(BaseSettings):
         description="a commit closer than this to the previous one replaces it (Burrow's min-distance)",
     )
 
+    # -- insights (issue 26): docs/insights.md ------------------------------------------------
+    commit_behind_s: float = Field(
+        300.0,
+        gt=0,
+        description="a partition whose last commit trails its group's newest commit by more than "
+        "this many seconds counts in coordinator_mirror_group_partitions_behind",
+    )
+    timeline_events_per_group: int = Field(
+        50,
+        ge=0,
+        le=10_000,
+        description="change events kept per group for GET /groups/{id}/timeline, newest first "
+        "(driver memory: docs/insights.md; 0 switches the timeline off)",
+    )
+    share_state_enabled: bool = Field(
+        True,
+        description="also read __share_group_state (a second streaming query, started once the "
+        "topic exists) and export share-partition delivery state and lag (source=kafka only)",
+    )
+
     topic_wait_interval_s: float = Field(
         10.0,
         gt=0,

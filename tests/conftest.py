@@ -121,6 +121,16 @@ def scenarios(lab: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def share_acks_result(lab: Any) -> Any:
+    """`lab.scenarios_insights.share_acks` run once per session: a share consumer that accepted,
+    released and rejected records, with records left unconsumed (its facts say which)."""
+    from lab.scenarios import run_scenarios
+    from lab.scenarios_insights import share_acks  # noqa: F401 - registers the scenario
+
+    return run_scenarios(lab, ["share_acks"])["share_acks"]
+
+
+@pytest.fixture(scope="session")
 def capture_file(tmp_path_factory: pytest.TempPathFactory, kafka: Any, scenarios: dict[str, Any]) -> Path:
     """`coordinator-mirror capture` of the session broker after every scenario ran."""
     from streaming.app.cli import main

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from decoders.records import DecodeError, Record, UnknownRecord
+from state import timing
 from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import check_pending
 from state.model import Group
@@ -41,6 +42,7 @@ from state.replay.modern import (
 from state.replay.offsets import replay_offset_commit
 
 Position = tuple[int, int]
+_COMMIT_TYPES: Final = frozenset({0, 1})
 
 
 ReplayFn = Callable[[Group, Record[Any, Any], FoldContext], "Group | None"]
@@ -120,6 +122,10 @@ def apply_record(
         check_pending(g, src[2], ctx.config, ctx.events, (src[0], src[1]))
     if isinstance(rec, Record):
         fn = DISPATCH.get(rec.record_type)
+        # rebalance timing follows the group records (offset commits never move a rebalance)
+        timed = fn is not None and rec.record_type not in _COMMIT_TYPES
+        prior = timing.before(g) if timed else None
+        n_events = len(ctx.events)
         if fn is None:
             g.counters["unknown_records"] += 1
             entry = {"kind": "unknown", "partition": src[0], "offset": src[1], "record_type": rec.record_type}
@@ -128,6 +134,10 @@ def apply_record(
             out: Group | None = g
         else:
             out = fn(g, rec, ctx)
+            if timed:
+                made = timing.after_record(out, prior, rec, ctx.events[n_events:], src)
+                if made is not None:
+                    ctx.events.append(made)
     else:
         entry = skipped_entry(rec)
         g.counters["unknown_records" if isinstance(rec, UnknownRecord) else "decode_errors"] += 1

@@ -20,6 +20,7 @@ from state import events as ev
 from state.expiry import classify_tombstone
 from state.model import CLASSIC, EMPTY, Group, OffsetEntry, TopicPartition
 from state.replay.context import FoldContext, Src, ensure_kind, src_of
+from state.rhythm import note_commits
 
 
 def create_simple(g: Group, src: Src, ctx: FoldContext) -> None:
@@ -91,4 +92,5 @@ def replay_offset_commit(g: Group, rec: Record[Any, Any], ctx: FoldContext) -> G
     apply_commit(g, tp, entry, src, ctx)
     ctx.commits += 1
     g.counters["commits"] += 1
+    g.commit_window = note_commits(g.commit_window, src[2], g.counters["commits"])
     return g

@@ -9,6 +9,10 @@ Contract (used by others -- keep it stable):
 * ``decode --capture FILE`` prints every record of a capture file (streaming.pipeline.capture_format) as
   JSON lines, each starting with its source ``partition``, ``offset`` and ``timestamp``, then
   summary counts on stderr.
+* ``--topic __share_group_state`` reads the bytes as records of the share coordinator's topic
+  (ShareSnapshot K=0, ShareUpdate K=1 -- same JSON shape, as Kafka's
+  ``ShareGroupStateMessageFormatter`` prints them); a capture of that topic (``capture --topic
+  __share_group_state``) is recognised by its header without the flag.
 
 Exit codes: 0 ok; 2 usage error (bad hex, unreadable capture, bad flags); 3 the record's type is
 unknown (single record only -- in a capture unknown types are counted, not failures); 4 the
@@ -26,7 +30,10 @@ from typing import Any, Final
 
 from decoders.kafka_json import STATUS_ERROR, STATUS_OK, STATUS_UNKNOWN, record_json
 from decoders.records import Source
-from streaming.pipeline.capture_format import CaptureFormatError, read_capture
+from decoders.tables import REGISTRIES
+from streaming.pipeline.capture_format import CaptureFormatError, read_capture, read_header
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"
 
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 2
@@ -60,16 +67,28 @@ class _UsageError(Exception):
 def _decode_one(args: argparse.Namespace) -> int:
     key = _hex("--key", args.key)
     value = None if args.value is None else _hex("--value", args.value)
-    obj, status = record_json(key, value)
+    obj, status = record_json(key, value, registry=REGISTRIES[args.topic or OFFSETS_TOPIC])
     _emit(obj)
     return {STATUS_OK: EXIT_OK, STATUS_UNKNOWN: EXIT_UNKNOWN}.get(status, EXIT_UNDECODABLE)
 
 
-def _decode_capture(path: str) -> int:
+def _capture_topic(path: str) -> str:
+    """The topic a capture was taken from (its header's ``source``, ``kafka://host/topic``)."""
+    try:
+        source = read_header(path).source
+    except (CaptureFormatError, OSError):
+        return OFFSETS_TOPIC  # read_capture below reports what is wrong with the file
+    topic = source.rsplit("/", 1)[-1] if source.startswith("kafka://") else ""
+    return topic if topic in REGISTRIES else OFFSETS_TOPIC
+
+
+def _decode_capture(path: str, topic: str | None) -> int:
     counts = {STATUS_OK: 0, STATUS_UNKNOWN: 0, STATUS_ERROR: 0}
+    registry = REGISTRIES[topic or _capture_topic(path)]
     try:
         for rec in read_capture(path):
-            obj, status = record_json(rec.key, rec.value, Source(rec.partition, rec.offset, rec.timestamp_ms))
+            src = Source(rec.partition, rec.offset, rec.timestamp_ms)
+            obj, status = record_json(rec.key, rec.value, src, registry)
             counts[status] += 1
             _emit(obj)
     except (CaptureFormatError, OSError) as exc:
@@ -88,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.capture is not None:
             if args.value is not None:
                 raise _UsageError("--value goes with --key, not with --capture")
-            return _decode_capture(args.capture)
+            return _decode_capture(args.capture, args.topic)
         return _decode_one(args)
     except _UsageError as exc:
         print(f"coordinator-mirror decode: error: {exc}", file=sys.stderr)
@@ -113,4 +132,11 @@ def register(
     src.add_argument("--key", metavar="HEX", help="record key bytes as hex")
     src.add_argument("--capture", metavar="FILE", help="capture file (.jsonl, .jsonl.gz, .parquet)")
     p.add_argument("--value", metavar="HEX", help="record value bytes as hex (omit for a tombstone)")
+    p.add_argument(
+        "--topic",
+        choices=sorted(REGISTRIES),
+        default=None,
+        help="the topic the bytes come from (default: __consumer_offsets; for --capture, the "
+        "capture's own topic)",
+    )
     handlers["decode"] = _run

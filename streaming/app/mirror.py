@@ -55,6 +55,7 @@ from streaming.pipeline.recovery import (
     write_checkpoint_meta,
 )
 from streaming.pipeline.session import build_session, warm_python_workers
+from streaming.pipeline.share_state import ShareStateMirror
 from streaming.pipeline.sinks import DRIVER_EVENTS, HEALTH_EVENTS, MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.api import MirrorHTTPServer, credentials_from
@@ -63,6 +64,7 @@ from streaming.serving.lag import LagTracker
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition, openmetrics_exposition
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
@@ -108,7 +110,13 @@ class Mirror:
         self.settings = settings
         self.spark = spark
         # (an empty store is falsy: compare with None)
-        self.store = store if store is not None else SnapshotStore(cache_bytes=settings.snapshot_cache_bytes)
+        self.store = (
+            store
+            if store is not None
+            else SnapshotStore(
+                cache_bytes=settings.snapshot_cache_bytes, timeline_events=settings.timeline_events_per_group
+            )
+        )
         #: the state layer's configuration, built once: the fold, recovery and rendering share it
         self.offset_config = settings.offset_config()
         if self.store.renderer is None:
@@ -151,6 +159,9 @@ class Mirror:
         self._suspects: dict[str, set[str]] = {}
         #: the last query failure that `serve` should end the process for (config-type causes)
         self.fatal: StartupError | None = None
+        # issue 26: __share_group_state's query (started by `start`, docs/insights.md)
+        self.share_store = ShareStateStore()
+        self.share_state: ShareStateMirror | None = None
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
@@ -210,6 +221,7 @@ class Mirror:
                 s.topic_wait_interval_s,
             )
         self._start_lag()
+        self.share_state = ShareStateMirror.attach(self)
         self._progress_thread = threading.Thread(
             target=self._poll_progress, name="mirror-progress", daemon=True
         )
@@ -941,6 +953,8 @@ class Mirror:
                 self._take_progress(self.query)  # the last batches' progress (observed counts)
             except Exception:  # stopping is best effort; the checkpoint keeps what completed
                 log.exception("stopping the query failed")
+        if self.share_state is not None:
+            self.share_state.stop()
         if self.http is not None:
             self.http.stop()
         # the driver's own Kafka clients: their threads end with _stopped; dropping the clients

@@ -45,10 +45,11 @@ import pandas as pd
 from decoders.columns import ERROR_FIELDS
 from state import codec, invariants
 from state.config import OffsetConfig
-from state.events import Event, GroupDeleted, GroupQuarantined, GroupRecovered, OffsetsExpired
+from state.events import Event, GroupDeleted, GroupQuarantined, GroupRecovered, OffsetsExpired, RebalanceTimed
 from state.expiry import all_deadlines
 from state.fold import fold_columns, step_detail
 from state.snapshot import summary
+from state.timing import phases
 from streaming.pipeline import worker_tune
 from streaming.pipeline.prepare import unpack_group
 
@@ -74,11 +75,17 @@ def _error_rows(group_id: str | None, cols: dict[str, list[Any]]) -> list[tuple[
 def event_tally(ev: Event) -> str:
     """What the driver counts for an event (`streaming.pipeline.sinks.batch_tallies`), made here so
     that the driver never parses event JSON: the type; for expired offsets and deleted groups also
-    the origin or reason and how many, tab-separated."""
+    the origin or reason and how many, tab-separated; for a timed rebalance its kind and phase
+    durations (the histogram's observations)."""
     if isinstance(ev, OffsetsExpired):
         return f"{ev.TYPE}\t{ev.origin}\t{ev.count}"
     if isinstance(ev, GroupDeleted):
         return f"{ev.TYPE}\t{ev.reason}\t1"
+    if isinstance(ev, RebalanceTimed):  # the duration histogram's observations: phase:ms,...
+        obs = ",".join(
+            f"{name}:{ms}" for name, ms in phases(ev.kind, ev.started_ms, ev.assigned_ms, ev.stable_ms)
+        )
+        return f"{ev.TYPE}\t{ev.kind}\t{obs}"
     return ev.TYPE
 
 

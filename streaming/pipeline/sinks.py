@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from streaming.serving.catalogue import reason_label, record_type_label
+from state.events import RebalanceTimed
+from streaming.serving.catalogue import REBALANCE_DURATION_BUCKETS, reason_label, record_type_label
 from streaming.serving.store import BatchStats, SnapshotStore
 from streaming.settings import Settings
 
@@ -115,6 +116,9 @@ def batch_tallies(
         etype, _, detail = tally.partition("\t")
         key: tuple[str, ...] = ("event", etype)
         out[key] = out.get(key, 0) + 1
+        if etype == RebalanceTimed.TYPE:
+            observe_rebalance(out, detail)
+            continue
         if detail:
             label, _, n = detail.partition("\t")
             key = (etype, label)
@@ -132,6 +136,22 @@ def batch_tallies(
         )
         out[key] = out.get(key, 0) + 1
     return out
+
+
+def observe_rebalance(out: dict[tuple[str, ...], int], detail: str) -> None:
+    """A timed rebalance's phase durations into the histogram's tallies: per (kind, phase) the
+    count, the sum in ms and one count per bucket it falls in (``le:<seconds>``, cumulative)."""
+    kind, _, observations = detail.partition("\t")
+    for obs in filter(None, observations.split(",")):
+        phase, _, ms_text = obs.rpartition(":")
+        ms = int(ms_text)
+        base = ("rebalance_seconds", kind, phase)
+        for name, n in (("count", 1), ("sum_ms", ms)):
+            out[(*base, name)] = out.get((*base, name), 0) + n
+        for bound in REBALANCE_DURATION_BUCKETS:
+            if ms <= bound * 1000:
+                key = (*base, f"le:{bound}")
+                out[key] = out.get(key, 0) + 1
 
 
 class MirrorSink:
@@ -213,6 +233,7 @@ class MirrorSink:
         counted = batch_id <= self.store.counted_batch
         if not counted:
             self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+            self.store.timeline.add_json(events)  # issue 26: GET /groups/{id}/timeline
         if quarantined:
             self.store.quarantine(quarantined)
             for q in quarantined:
@@ -272,6 +293,7 @@ class MirrorSink:
         written once."""
         if not events:
             return
+        self.store.timeline.add(events)  # issue 26: consumer-status changes in the timeline
         bodies = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events]
         if self.events_dir is not None:
             path = self.events_dir / f"{name}-{at_ms:013d}.jsonl"

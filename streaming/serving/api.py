@@ -9,6 +9,7 @@
     GET /metrics           Prometheus exposition (gzip when asked; OpenMetrics when enabled and asked)
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
+    GET /groups/{id}/timeline  the group's newest change events, newest first
     GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
     GET /burrow/admin      Burrow's liveness ("GOOD"); /burrow/admin/ready its readiness ("READY")
 
@@ -49,6 +50,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from streaming.serving.insights import with_commit_rate
 from streaming.serving.lag import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
@@ -261,7 +263,26 @@ def _group(request: Request) -> Response:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
     if ctx.topic_names is not None:
         snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
-    return _json(request, 200, with_iso_times(snapshot))
+    share_state = ctx.store.share_state(group_id) if ctx.store.share_state is not None else None
+    if share_state is not None:  # a share group's delivery state (`streaming.serving.share`)
+        snapshot = {**snapshot, "share_state": share_state}
+    return _json(request, 200, with_commit_rate(with_iso_times(snapshot)))
+
+
+def _timeline(request: Request) -> Response:
+    """``/groups/{id}/timeline``: the group's newest change events, newest first (issue 26).  A
+    group id ending in an encoded "%2Ftimeline" is a group, not its timeline."""
+    path = _raw_path(request)
+    if not path.endswith("/timeline"):
+        return _group(request)
+    group_id = unquote(path[len("/groups/") : -len("/timeline")], errors="replace")
+    limit_text = request.query_params.get("limit")
+    limit = int(limit_text) if limit_text and limit_text.isdigit() else None
+    timeline = _ctx(request).store.timeline
+    events = timeline.events(group_id, limit)
+    if events is None:
+        return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
+    return _json(request, 200, {"group_id": group_id, "kept": timeline.limit, "events": events})
 
 
 def _lag(request: Request) -> Response:
@@ -346,6 +367,7 @@ def _index(request: Request) -> Response:
 ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
     ("/groups/{id:path}/lag", _lag, False),
+    ("/groups/{id:path}/timeline", _timeline, False),
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
     ("/ready", _ready, True),

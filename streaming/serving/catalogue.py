@@ -22,6 +22,8 @@ Three scopes:
   ``lag_interval_s`` and the groups' committed offsets (`streaming.serving.lag_metrics`):
   kafka-lag-exporter's names and labels, Burrow's status codes.
 * ``mirror`` -- the mirror itself: what it read and decoded, how far behind it is, batches, state.
+* ``share`` -- share groups' delivery state from `__share_group_state` (`state.share`,
+  `streaming.serving.share`): per share-partition, and the group's total lag.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Final, Literal
 from decoders import RECORD_TYPES, ErrorKind
 
 MetricType = Literal["counter", "gauge", "histogram"]
-Scope = Literal["group", "partition", "mirror", "lag"]
+Scope = Literal["group", "partition", "mirror", "lag", "share"]
 
 CLUSTER: Final = "cluster_name"
 GROUP: Final = "group"
@@ -78,6 +80,16 @@ GROUP_STATES: Final[dict[str, tuple[str, ...]]] = {
 EXPIRY_WINDOWS: Final[tuple[tuple[str, int], ...]] = (("1h", 3600), ("24h", 86400))
 #: batch duration histogram buckets, seconds
 BATCH_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: rebalance duration histogram buckets, seconds (a rebalance's timeouts default to minutes)
+REBALANCE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+)  # fmt: skip
+#: ``phase`` label values of the rebalance durations: the Kafka group state during each span
+#: (classic: PreparingRebalance, CompletingRebalance; KIP-848/share/streams: Assigning,
+#: Reconciling) and ``total`` (start to Stable) -- `state.timing.phases`
+REBALANCE_PHASES: Final[tuple[str, ...]] = (
+    "total", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling",
+)  # fmt: skip
 #: offset-commit (K=0/1) and group-metadata (K=2) value versions counted one by one
 VERSIONED_RECORD_TYPES: Final[dict[int, tuple[int, ...]]] = {1: (0, 1, 2, 3, 4), 2: (0, 1, 2, 3, 4)}
 
@@ -207,6 +219,64 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
         "Committed offsets of the group that expire within the window (1h, 24h).",
         "window",
         source="offsets[].expires_at_ms",
+    ),
+    *(
+        # issue 26: what only the log can tell (docs/insights.md)
+        _g(
+            "coordinator_mirror_group_rebalance_duration_seconds",
+            "gauge",
+            "The group's last timed rebalance, per phase: total (start to Stable) and the Kafka "
+            "state of each span (classic: PreparingRebalance -- known for a new group only -- and "
+            "CompletingRebalance; KIP-848/share/streams: Assigning, Reconciling), from the log's "
+            "records and their timestamps; absent until one was timed.",
+            "phase",
+            unit="seconds",
+            source="snapshot rebalance_timing.last",
+        ),
+        _g(
+            "coordinator_mirror_group_commits_per_second",
+            "gauge",
+            "Offset commits per second, measured in the log's own time over the last minute of "
+            "commits and decaying to 0 when the group stops committing; absent before two windows "
+            "of commits.",
+            source="state.rhythm.commit_rate",
+        ),
+        _g(
+            "coordinator_mirror_group_oldest_commit_timestamp_seconds",
+            "gauge",
+            "Oldest last-commit time over the group's partitions, abandoned ones left out (Unix "
+            "time): with the last commit timestamp, the spread of a group that commits only some "
+            "partitions.",
+            unit="seconds",
+            source="state.rhythm.oldest_commit_ms",
+        ),
+        _g(
+            "coordinator_mirror_group_partitions_behind",
+            "gauge",
+            "Partitions (abandoned ones left out) whose last commit trails the group's newest commit "
+            "by more than commit_behind_s: a consumer committing only some partitions, or stopped on "
+            "one, before its lag shows it (an idle partition a client does not commit again trails "
+            "too: read it with its lag).",
+            source="state.rhythm.partitions_behind",
+        ),
+        _g(
+            "coordinator_mirror_group_abandoned_offsets",
+            "gauge",
+            "Committed partitions of the topic that no member of the group subscribes to any more "
+            "(classic subscriptions, KIP-848 names and resolved regexes, streams source topics): "
+            "abandoned, their lag kept apart (coordinator_mirror_group_abandoned_lag).",
+            "topic",
+            source="state.abandoned",
+        ),
+        _g(
+            "coordinator_mirror_group_abandoned_expiry_timestamp_seconds",
+            "gauge",
+            "When the broker will expire the topic's first abandoned offset (Unix time; Kafka counts "
+            "an unsubscribed topic's offsets down from their commit time).",
+            "topic",
+            unit="seconds",
+            source="min(offsets[abandoned].expires_at_ms)",
+        ),
     ),
 )
 
@@ -366,6 +436,14 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         "is not Kafka's and could not be converted).",
         (CLUSTER, "reason"),
         source="lag rows + round topic ids",
+    ),
+    _l(
+        "coordinator_mirror_group_abandoned_lag",
+        "Lag (messages) of the group's abandoned partitions on the topic -- a topic no member "
+        "subscribes to any more: kept out of kafka_consumergroup_group_lag and the group's max/sum "
+        "lag, which would otherwise show ghost lag nobody will consume.",
+        (CLUSTER, GROUP, "topic"),
+        source="round end - offsets[abandoned].offset",
     ),
     _l(
         "coordinator_mirror_group_lag_slo_seconds",
@@ -587,6 +665,16 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="query progress durationMs",
     ),
     _m(
+        "coordinator_mirror_rebalance_duration_seconds",
+        "histogram",
+        "Durations of the rebalances the log timed, all groups, by kind and phase (total, and the "
+        "Kafka state of each span: PreparingRebalance, CompletingRebalance, Assigning, Reconciling).",
+        "kind",
+        "phase",
+        unit="seconds",
+        source="rebalance_timed events",
+    ),
+    _m(
         "coordinator_mirror_batch_phase_seconds_total",
         "counter",
         "Time spent per micro-batch phase (Spark's durationMs keys: addBatch, queryPlanning, ...).",
@@ -627,7 +715,84 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
-CATALOGUE: Final[tuple[MetricDef, ...]] = (*GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS, *LAG_METRICS)
+
+def _s(name: str, type_: MetricType, help_: str, labels: tuple[str, ...], source: str = "") -> MetricDef:
+    return MetricDef(name, type_, help_, labels, "", "share", source)
+
+
+_SHARE_PARTITION: Final = (CLUSTER, GROUP, "topic", "partition")
+
+#: share groups (KIP-932) from `__share_group_state` (issue 26; docs/insights.md)
+SHARE_METRICS: Final[tuple[MetricDef, ...]] = (
+    _s(
+        "coordinator_mirror_share_partition_start_offset",
+        "gauge",
+        "Share-partition start offset: every record before it is delivered and done with (absent "
+        "until the share-partition is initialised).",
+        _SHARE_PARTITION,
+        "ShareSnapshot/ShareUpdate StartOffset",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_lag",
+        "gauge",
+        "Share-partition lag as Kafka computes it for kafka-share-groups --describe --offsets: log end "
+        "(high watermark) minus start offset minus the records already delivered for good after it.",
+        _SHARE_PARTITION,
+        "round high watermark - start offset - DeliveryCompleteCount",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_records",
+        "gauge",
+        "Records of the share-partition's in-flight window by persisted delivery state: available "
+        "(delivered, then released or its lock expired), acknowledged, archived (rejected, or out of "
+        "delivery attempts).  Acquired records are not persisted: the log does not hold them.",
+        (*_SHARE_PARTITION, "state"),
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_in_flight",
+        "gauge",
+        "Records from the start offset to the end of the last state batch: the window the share "
+        "coordinator tracks.",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_delivery_attempts",
+        "gauge",
+        "Delivery attempts of the records in the in-flight window (each record's delivery count, summed).",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_partition_delivery_count_max",
+        "gauge",
+        "Highest delivery count in the in-flight window (records redelivered this often; at "
+        "group.share.delivery.count.limit they are archived).",
+        _SHARE_PARTITION,
+        "state batches",
+    ),
+    _s(
+        "coordinator_mirror_share_group_lag",
+        "gauge",
+        "Total share-partition lag of the share group (sum of coordinator_mirror_share_partition_lag).",
+        (CLUSTER, GROUP),
+        "sum(coordinator_mirror_share_partition_lag)",
+    ),
+    _s(
+        "coordinator_mirror_share_state_records_total",
+        "counter",
+        "Records read from __share_group_state, by status: ok, error (could not be decoded: counted, "
+        "kept with partition and offset in GET /errors) and unknown (a record type this mirror does "
+        "not know).",
+        (CLUSTER, "status"),
+        "share-state query",
+    ),
+)
+
+CATALOGUE: Final[tuple[MetricDef, ...]] = (
+    *GROUP_METRICS, *PARTITION_METRICS, *MIRROR_METRICS, *LAG_METRICS, *SHARE_METRICS,
+)  # fmt: skip
 BY_NAME: Final[dict[str, MetricDef]] = {m.name: m for m in CATALOGUE}
 #: every name that can appear in the exposition (histogram series included) -> its family
 SAMPLE_NAMES: Final[dict[str, MetricDef]] = {s: m for m in CATALOGUE for s in m.sample_names}

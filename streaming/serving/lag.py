@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from decoders.uuids import is_kafka_uuid
+from state.abandoned import abandoned_partitions
 from state.model import CONSUMER, SHARE, Group
 
 TopicPartition = tuple[str, int]
@@ -193,6 +194,9 @@ class GroupOffsets:
     topic_ids: dict[str, str]  # id -> name learned from the log
     #: topic names the members subscribe to (classic subscriptions, KIP-848 SubscribedTopicNames)
     subscribed: frozenset[str] = frozenset()
+    #: committed partitions on topics no member subscribes to any more (`state.abandoned`): their
+    #: lag is reported apart, never in the group's lag
+    abandoned: frozenset[TopicPartition] = frozenset()
 
 
 def group_owners(g: Group) -> dict[TopicPartition, Owner]:
@@ -219,7 +223,9 @@ def group_offsets(g: Group) -> GroupOffsets:
         if e[5] and t != e[5]:
             ids[e[5]] = t
     subscribed = frozenset(t for m in g.members.values() for t in (m.subscribed_topics or ()))
-    return GroupOffsets(g.display_kind or "unknown", offsets, owners, ids, subscribed)
+    return GroupOffsets(
+        g.display_kind or "unknown", offsets, owners, ids, subscribed, abandoned_partitions(g)
+    )
 
 
 @dataclass(frozen=True)
@@ -233,6 +239,8 @@ class PartitionLag:
     lag: float  # messages; NaN when unknown
     lag_seconds: float
     topic_deleted: bool = False
+    #: a topic no member subscribes to any more (`GroupOffsets.abandoned`)
+    abandoned: bool = False
 
 
 class LagTracker:
@@ -267,6 +275,9 @@ class LagTracker:
         #: partitions whose end or sampled ends changed; everything (topic names changed)
         self._changed: set[TopicPartition] = set()
         self._all_changed = True
+        #: more topic-partitions whose log offsets to read each round (issue 26: the share
+        #: groups' share-partitions, `streaming.serving.share.ShareStateStore.wanted`)
+        self.also_wanted: list[Callable[[], set[TopicPartition]]] = []
 
     # -- inputs --------------------------------------------------------------------------------
     def apply_groups(
@@ -308,6 +319,8 @@ class LagTracker:
                 out.add((names.get(t, t), p))
             for t, p in v.owners:
                 out.add((names.get(t, t), p))
+        for more in self.also_wanted:
+            out |= more()
         known = set(names.values())
         return {(t, p) for t, p in out if not (is_kafka_uuid(t) and t not in known)}
 
@@ -430,6 +443,7 @@ class LagTracker:
         keys: dict[TopicPartition, tuple[int | None, int | None]] = {
             (names.get(t, t), p): v for (t, p), v in view.offsets.items()
         }
+        abandoned = {(names.get(t, t), p) for t, p in view.abandoned} if view.abandoned else set()
         owners = {(names.get(t, t), p): o for (t, p), o in view.owners.items()}
         for tp in owners:
             keys.setdefault(tp, (None, None))
@@ -453,6 +467,7 @@ class LagTracker:
                     lag,
                     secs,
                     self.is_deleted(t),
+                    (t, p) in abandoned,
                 )
             )
         return rows
@@ -504,6 +519,7 @@ def lag_json(rows: list[PartitionLag]) -> list[dict[str, Any]]:
             "consumer_id": r.owner.consumer_id,
             "client_id": r.owner.client_id,
             "topic_deleted": r.topic_deleted,
+            "abandoned": r.abandoned,
         }
         for r in rows
     ]

@@ -77,12 +77,24 @@ class LagExporter:
         r = t.round
         watcher = self.burrow.watcher if self.burrow is not None else None
         topics: set[str] = set()
-        for gid, view, rows in iter_lag(t):
-            topics.update(x.topic for x in rows)
+        for gid, view, all_rows in iter_lag(t):
+            topics.update(x.topic for x in all_rows)
             g = f'{c},group="{_esc(gid)}"'
             out["coordinator_mirror_group_lag_slo_seconds"].append(
                 f"{g}}} {_num(self.settings.lag_slo(gid))}"
             )
+            rows = all_rows
+            abandoned = [x for x in all_rows if x.abandoned]
+            if abandoned:  # a topic the members left: its lag apart from the group's (issue 26)
+                rows = [x for x in all_rows if not x.abandoned]
+                ghost: dict[str, float] = {}
+                for x in abandoned:
+                    if not math.isnan(x.lag):
+                        ghost[x.topic] = ghost.get(x.topic, 0.0) + x.lag
+                for topic, v in sorted(ghost.items()):
+                    out["coordinator_mirror_group_abandoned_lag"].append(
+                        f'{g},topic="{_esc(topic)}"}} {_num(v)}'
+                    )
             finite = [x for x in rows if not math.isnan(x.lag)]
             if finite:
                 out["kafka_consumergroup_group_max_lag"].append(f"{g}}} {_num(max(x.lag for x in finite))}")
@@ -97,7 +109,7 @@ class LagExporter:
             secs = [x.lag_seconds for x in rows if not math.isnan(x.lag_seconds)]
             if secs:
                 out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {_num(max(secs))}")
-            for topic in t.deleted_topics(view, rows):
+            for topic in t.deleted_topics(view, all_rows):
                 out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{_esc(topic)}"}} 1')
             for topic in t.denied_topics(view):
                 out["coordinator_mirror_topic_not_authorized"].append(f'{g},topic="{_esc(topic)}"}} 1')

@@ -42,10 +42,13 @@ from typing import Any, Final
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from state import codec
+from state.abandoned import abandoned_partitions
 from state.config import OffsetConfig
 from state.events import EVENT_TYPES
 from state.expiry import all_deadlines
 from state.model import Group
+from state.rhythm import commit_rate, oldest_commit_ms, partitions_behind, points
+from state.timing import phases
 from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
     BY_NAME,
@@ -55,6 +58,9 @@ from streaming.serving.catalogue import (
     GROUP_STATES,
     MIRROR_METRICS,
     PARTITION_METRICS,
+    REBALANCE_DURATION_BUCKETS,
+    REBALANCE_PHASES,
+    SHARE_METRICS,
     VERSIONED_RECORD_TYPES,
     MetricDef,
     record_type_label,
@@ -62,6 +68,7 @@ from streaming.serving.catalogue import (
 from streaming.serving.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.lag_metrics import lag_exposition
 from streaming.serving.render import assignor
+from streaming.serving.share import share_families
 from streaming.serving.store import MirrorStatus
 
 #: a sample: label values in the family's label order, value
@@ -75,6 +82,10 @@ _INFO: Final = "coordinator_mirror_group_info"
 _STATE: Final = "coordinator_mirror_group_state"
 _NEXT_EXPIRY: Final = "coordinator_mirror_group_next_offset_expiry_seconds"
 _EXPIRING: Final = "coordinator_mirror_group_offsets_expiring"
+_COMMIT_RATE: Final = "coordinator_mirror_group_commits_per_second"
+_REBALANCE_HISTOGRAM: Final = "coordinator_mirror_rebalance_duration_seconds"
+#: default of the setting commit_behind_s, in ms (`state.rhythm.partitions_behind`)
+DEFAULT_BEHIND_MS: Final = 300_000
 _OFFSET: Final = "kafka_consumergroup_group_offset"
 _COMMIT_TS: Final = "kafka_consumergroup_group_commit_timestamp_seconds"
 _MODERN: Final = frozenset({"consumer", "share", "streams"})
@@ -85,7 +96,7 @@ _NONE: Final = -(2**63)
 _SCALAR_MS: Final = {
     m.name: m.name.endswith("_timestamp_seconds")
     for m in GROUP_METRICS
-    if m.labels == ("cluster_name", "group") and m.name != _NEXT_EXPIRY
+    if m.labels == ("cluster_name", "group") and m.name not in (_NEXT_EXPIRY, _COMMIT_RATE)
 }
 _SCALARS: Final = tuple(_SCALAR_MS)
 #: lines held before they are encoded into the body (keeps the transient strings few)
@@ -126,6 +137,7 @@ class GroupNumbers:
     ``consumer_id``, ``client_id``) in ``owner_labels``, whose first entry is the unknown owner."""
 
     __slots__ = (
+        "abandoned",
         "blob",
         "commits",
         "deadlines",
@@ -136,9 +148,11 @@ class GroupNumbers:
         "owner_labels",
         "owners",
         "partitions",
+        "phases",
         "scalars",
         "state",
         "topics",
+        "window",
     )
 
     topics: tuple[tuple[str, int], ...]
@@ -149,7 +163,14 @@ class GroupNumbers:
     owner_labels: tuple[str, ...]
 
     def __init__(
-        self, group_id: str, blob: bytes, config: OffsetConfig, default_assignor: str, per_partition: bool
+        self,
+        group_id: str,
+        blob: bytes,
+        config: OffsetConfig,
+        default_assignor: str,
+        per_partition: bool,
+        *,
+        behind_ms: int = DEFAULT_BEHIND_MS,
     ) -> None:
         g = codec.decode(blob)
         deadlines = all_deadlines(g, config)
@@ -166,7 +187,21 @@ class GroupNumbers:
             _label(protocol_type),
             _label(assignor(g, default_assignor)[0]),
         )
-        self.scalars = array("q", (_NONE if v is None else v for v in _scalar_values(g, modern)))
+        # issue 26: the last timed rebalance's phases, abandoned topics, the commit-rate window
+        t = g.last_timing
+        self.phases = () if t is None else tuple(phases(kind, t.started_ms, t.assigned_ms, t.stable_ms))
+        abandoned = abandoned_partitions(g)
+        by_topic: dict[str, list[int]] = {}
+        for tp in abandoned:
+            d = deadlines.get(tp)
+            entry = by_topic.setdefault(tp[0], [0, _NONE])
+            entry[0] += 1
+            if d is not None and (entry[1] == _NONE or d < entry[1]):
+                entry[1] = d
+        self.abandoned = tuple((_label(topic), n, d) for topic, (n, d) in sorted(by_topic.items()))
+        self.window = points(g.commit_window)
+        values = _scalar_values(g, modern, abandoned, behind_ms)
+        self.scalars = array("q", (_NONE if v is None else v for v in values))
         self.deadlines = array("q", sorted(d for d in deadlines.values() if d is not None))
         self.topics = ()
         self.partitions = self.offsets = self.commits = self.owners = None
@@ -197,6 +232,19 @@ class GroupNumbers:
             for window, seconds in EXPIRY_WINDOWS
         ]
 
+    def rebalance_phases(self, now_ms: int) -> Samples:
+        return [((phase,), ms / 1000) for phase, ms in self.phases]
+
+    def commit_rate(self, now_ms: int) -> Samples:
+        rate = commit_rate(self.window, now_ms)  # (t, commits) pairs
+        return [] if rate is None else [((), rate)]
+
+    def abandoned_offsets(self, now_ms: int) -> Samples:
+        return [((topic,), n) for topic, n, _ in self.abandoned]
+
+    def abandoned_expiry(self, now_ms: int) -> Samples:
+        return [((topic,), d / 1000) for topic, _, d in self.abandoned if d != _NONE]
+
 
 def _owner_labels(o: Owner) -> str:
     return (
@@ -208,7 +256,18 @@ def _owner_labels(o: Owner) -> str:
 _NO_OWNER_LABELS: Final = (_owner_labels(NO_OWNER),)
 
 
-def _scalar_values(g: Group, modern: bool) -> list[int | None]:
+#: per-group families with labels of their own (or time-dependent): name -> the view's method
+_LABELLED: Final = {
+    _NEXT_EXPIRY: GroupNumbers.next_expiry,
+    _EXPIRING: GroupNumbers.expiring,
+    "coordinator_mirror_group_rebalance_duration_seconds": GroupNumbers.rebalance_phases,
+    _COMMIT_RATE: GroupNumbers.commit_rate,
+    "coordinator_mirror_group_abandoned_offsets": GroupNumbers.abandoned_offsets,
+    "coordinator_mirror_group_abandoned_expiry_timestamp_seconds": GroupNumbers.abandoned_expiry,
+}
+
+
+def _scalar_values(g: Group, modern: bool, abandoned: frozenset[Any], behind_ms: int) -> list[int | None]:
     """The `_SCALARS` of a group, in that order."""
     newest = max((e[3] or 0 for e in g.offsets.values()), default=0)
     by_name: dict[str, int | None] = {
@@ -219,6 +278,10 @@ def _scalar_values(g: Group, modern: bool) -> list[int | None]:
         "coordinator_mirror_group_last_rebalance_timestamp_seconds": g.last_rebalance_ms,
         "coordinator_mirror_group_offsets": len(g.offsets),
         "coordinator_mirror_group_last_commit_timestamp_seconds": newest or None,
+        "coordinator_mirror_group_oldest_commit_timestamp_seconds": oldest_commit_ms(g, abandoned),
+        "coordinator_mirror_group_partitions_behind": partitions_behind(g, behind_ms, abandoned)
+        if g.offsets
+        else None,
     }
     for key, (name, _) in GROUP_COUNTERS.items():
         by_name[name] = g.counters.get(key, 0)
@@ -313,8 +376,8 @@ def _write_group_families(body: _Body, views: Sequence[GroupNumbers], labels: li
                 ]
             parts.extend(lines)
             body.series += len(lines)
-        else:  # the time-dependent families
-            fn = GroupNumbers.next_expiry if name == _NEXT_EXPIRY else GroupNumbers.expiring
+        else:  # families with labels of their own, or time-dependent ones
+            fn = _LABELLED[name]
             for v, lab in zip(views, labels, strict=True):
                 body.samples(m, fn(v, now_ms), lab, 2)
         body.flush()
@@ -365,6 +428,7 @@ class MirrorMetrics:
         self.group_regex: re.Pattern[str] | None = re.compile(regex) if regex else None
         #: the state layer's configuration the mirror built once (expiry deadlines)
         self.config: OffsetConfig = mirror.offset_config
+        self.behind_ms = int(getattr(settings, "commit_behind_s", DEFAULT_BEHIND_MS / 1000) * 1000)
         self.default_assignor: str = settings.default_server_assignor
         #: families computed elsewhere, written after the mirror's own at every scrape
         self.providers: list[SampleProvider] = []
@@ -395,7 +459,14 @@ class MirrorMetrics:
         for gid, blob in self.mirror.store.states():
             v = old.get(gid)
             if v is None or v.blob is not blob:
-                v = GroupNumbers(gid, blob, self.config, self.default_assignor, self._wants_partitions(gid))
+                v = GroupNumbers(
+                    gid,
+                    blob,
+                    self.config,
+                    self.default_assignor,
+                    self._wants_partitions(gid),
+                    behind_ms=self.behind_ms,
+                )
             new[gid] = v
         self._views = new
         return list(new.values())
@@ -495,9 +566,12 @@ class MirrorMetrics:
         out["coordinator_mirror_exporter_render_seconds"] = [((c,), self.last_render_seconds)]
         return out
 
-    def histogram_samples(self) -> list[tuple[str, dict[str, str], float]]:
+    def histogram_samples(
+        self, name: str = "coordinator_mirror_batch_duration_seconds"
+    ) -> list[tuple[str, dict[str, str], float]]:
+        if name == _REBALANCE_HISTOGRAM:
+            return self.rebalance_histogram()
         c = self.cluster
-        name = "coordinator_mirror_batch_duration_seconds"
         out = [
             (f"{name}_bucket", {"cluster_name": c, "le": fmt_le(b)}, float(n))
             for b, n in zip(BATCH_DURATION_BUCKETS, self.buckets, strict=True)
@@ -505,6 +579,45 @@ class MirrorMetrics:
         out.append((f"{name}_bucket", {"cluster_name": c, "le": "+Inf"}, float(self.batches)))
         out.append((f"{name}_sum", {"cluster_name": c}, self.duration_sum))
         out.append((f"{name}_count", {"cluster_name": c}, float(self.batches)))
+        return out
+
+    def share_samples(self) -> list[Family]:
+        """The share families (issue 26), from the mirror's `ShareStateStore` (none: no samples):
+        share-partitions named with the lag tracker's topic names, lag against its latest round."""
+        store = getattr(self.mirror, "share_store", None)
+        lag = getattr(self.mirror, "lag", None)
+        if store is None or lag is None:
+            return [(m, []) for m in SHARE_METRICS]
+
+        def names() -> dict[str, str]:
+            return dict(lag.topic_names)
+
+        def ends() -> dict[tuple[str, int], int]:
+            r = lag.round
+            return {} if r is None else {tp: e.high_watermark for tp, e in r.partitions.items()}
+
+        return share_families(store, self.cluster, names, ends, self._wants_partitions)
+
+    def rebalance_histogram(self) -> list[tuple[str, dict[str, str], float]]:
+        """`coordinator_mirror_rebalance_duration_seconds` from the timed rebalances' tallies
+        (`streaming.pipeline.sinks.observe_rebalance`), per kind and phase seen."""
+        tallies = self.mirror.store.tallies_snapshot()
+        seen = sorted(
+            {(k[1], k[2]) for k in tallies if k[0] == "rebalance_seconds"},
+            key=lambda kp: (kp[0], REBALANCE_PHASES.index(kp[1]) if kp[1] in REBALANCE_PHASES else 99, kp[1]),
+        )
+        name = _REBALANCE_HISTOGRAM
+        out: list[tuple[str, dict[str, str], float]] = []
+        for kind, phase in seen:
+            labels = {"cluster_name": self.cluster, "kind": kind, "phase": phase}
+            base = ("rebalance_seconds", kind, phase)
+            count = float(tallies.get((*base, "count"), 0))
+            for bound in REBALANCE_DURATION_BUCKETS:
+                n = tallies.get((*base, f"le:{bound}"), 0)
+                out.append((f"{name}_bucket", {**labels, "le": fmt_le(bound)}, float(n)))
+            out.append((f"{name}_bucket", {**labels, "le": "+Inf"}, count))
+            out.append((f"{name}_sum", labels, tallies.get((*base, "sum_ms"), 0) / 1000))
+            out.append((f"{name}_count", labels, count))
         return out
 
     # -- the exposition ----------------------------------------------------------------------
@@ -520,13 +633,13 @@ class MirrorMetrics:
             for m in MIRROR_METRICS:
                 body.header(m)
                 if m.type == "histogram":
-                    for sname, labels, value in self.histogram_samples():
+                    for sname, labels, value in self.histogram_samples(m.name):
                         ls = ",".join(f'{k}="{escape(x)}"' for k, x in labels.items())
                         body.parts.append(f"{sname}{{{ls}}} {fmt(value)}\n")
                         body.series += 1
                 else:
                     body.samples(m, mirror[m.name])
-            for provider in self.providers:
+            for provider in (*self.providers, self.share_samples):
                 for m, samples in provider():
                     body.header(m)
                     body.samples(m, samples)

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from streaming.serving.timeline import Timeline
+
 
 @dataclass
 class BatchStats:
@@ -150,7 +152,11 @@ class SnapshotStore:
     (`snapshot_size` each; 0: none kept)."""
 
     def __init__(
-        self, max_errors: int = 1000, renderer: Renderer | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES
+        self,
+        max_errors: int = 1000,
+        renderer: Renderer | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        timeline_events: int = 50,
     ) -> None:
         self._lock = threading.RLock()
         #: group id -> (state bytes, summary)
@@ -176,6 +182,11 @@ class SnapshotStore:
         self.quarantined: dict[str, dict[str, Any]] = {}
         #: groups the coordinator no longer lists (reconciliation): group id -> reason
         self.gone: dict[str, dict[str, Any]] = {}
+        #: a share group's delivery state for ``GET /groups/{id}`` (issue 26: set by
+        #: `streaming.pipeline.share_state.ShareStateMirror.attach`; None: not read)
+        self.share_state: Callable[[str], dict[str, Any] | None] | None = None
+        #: each group's newest change events (issue 26: ``GET /groups/{id}/timeline``)
+        self.timeline = Timeline(timeline_events)
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
     def apply(self, batch_id: int, groups: Iterable[GroupRow]) -> None:
@@ -188,7 +199,8 @@ class SnapshotStore:
                 self.gone.pop(group_id, None)
                 self._uncache(group_id)
                 if blob is None:
-                    self._groups.pop(group_id, None)
+                    if self._groups.pop(group_id, None) is not None:
+                        self.timeline.retire((group_id,))
                     continue
                 if summary is None or self.renderer is None:
                     raise ValueError(

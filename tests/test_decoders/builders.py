@@ -8,8 +8,8 @@ their default when absent from the wire) and unknown tags under ``UNKNOWN_TAGS``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
@@ -141,6 +141,10 @@ class Case:
     variant: str
     key_raw: dict[str, Any]
     value_raw: dict[str, Any]
+    #: the record types of the topic the case belongs to (`__consumer_offsets` unless said)
+    registry: Mapping[int, RecordType] = field(
+        default_factory=lambda: RECORD_TYPES, compare=False, repr=False
+    )
 
     @property
     def key(self) -> bytes:
@@ -158,10 +162,10 @@ class Case:
 VARIANTS = ("empty", "full", "sentinels")
 
 
-def all_cases() -> Iterator[Case]:
+def all_cases(registry: Mapping[int, RecordType] = RECORD_TYPES) -> Iterator[Case]:
     """Every (record type, value version, layout, variant) in the tables -- inclusive ranges."""
-    for k in sorted(RECORD_TYPES):
-        rt = RECORD_TYPES[k]
+    for k in sorted(registry):
+        rt = registry[k]
         fam = rt.value
         for v in range(fam.versions.lo, fam.max_version + 1):
             for layout in fam.layouts_for(v):
@@ -173,6 +177,7 @@ def all_cases() -> Iterator[Case]:
                         variant=variant,
                         key_raw=sample_struct(rt.key, 0, False, "full"),
                         value_raw=sample_struct(layout.struct, v, fam.is_flexible(v), variant),
+                        registry=registry,
                     )
 
 
@@ -244,12 +249,14 @@ def struct_strategy(
 
 
 @st.composite
-def record_strategy(draw: st.DrawFn, types: tuple[int, ...] | None = None) -> Case:
-    k = draw(st.sampled_from(types or sorted(RECORD_TYPES)))
-    rt = RECORD_TYPES[k]
+def record_strategy(
+    draw: st.DrawFn, types: tuple[int, ...] | None = None, registry: Mapping[int, RecordType] = RECORD_TYPES
+) -> Case:
+    k = draw(st.sampled_from(types or sorted(registry)))
+    rt = registry[k]
     fam = rt.value
     v = draw(st.integers(fam.versions.lo, fam.max_version))
     layout = draw(st.sampled_from(fam.layouts_for(v)))
     key_raw = draw(struct_strategy(rt.key, 0, False))
     value_raw = draw(struct_strategy(layout.struct, v, fam.is_flexible(v)))
-    return Case(rt=rt, version=v, layout=layout, variant="random", key_raw=key_raw, value_raw=value_raw)
+    return Case(rt, v, layout, "random", key_raw, value_raw, registry)

@@ -32,7 +32,10 @@ FORMATTER_TYPES_4X: dict[str, frozenset[int]] = {
     "OffsetsMessageFormatter": frozenset({0, 1}),
     "GroupMetadataMessageFormatter": frozenset({2}),
     "ShareGroupMessageFormatter": frozenset(range(10, 16)),
+    # `__share_group_state` (FormatterOracle --share-group-state loads only this one)
+    "ShareGroupStateMessageFormatter": frozenset({0, 1}),
 }
+SHARE_GROUP_STATE = "__share_group_state"
 SERDE = "serde"
 
 
@@ -93,15 +96,18 @@ def run_oracle(
     *,
     kafka_jars_version: str | None = None,
     timeout_s: float = 300.0,
+    topic: str = "__consumer_offsets",
 ) -> list[OracleRecord]:
-    """One JVM over ``(partition, offset, key, value)`` records; results in the same order."""
+    """One JVM over ``(partition, offset, key, value)`` records; results in the same order.
+    ``topic`` `SHARE_GROUP_STATE`: the records are the share coordinator's (4.x jars only)."""
     java = shutil.which("java")
     if java is None:
         raise OracleUnavailableError("`java` (17+) is not on PATH")
     cp = oracle_classpath(kafka_jars_version)
     lines = [f"{p} {o} {k.hex()} {'-' if v is None else v.hex()}\n" for p, o, k, v in records]
+    mode = ["--share-group-state"] if topic == SHARE_GROUP_STATE else []
     proc = subprocess.run(
-        [java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", cp, ORACLE_CLASS],
+        [java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", cp, ORACLE_CLASS, *mode],
         input="".join(lines),
         capture_output=True,
         text=True,
@@ -257,14 +263,15 @@ def check_all(
     oracle: Sequence[OracleRecord],
     *,
     legacy_3_9: bool = False,
+    topic: str = "__consumer_offsets",
 ) -> list[str]:
     """check() (or check_3_9()) over records and their oracle results (same order)."""
-    from decoders import record_json
+    from decoders import REGISTRIES, record_json
 
     problems = []
     for (p, o, k, v), ora in zip(records, oracle, strict=True):
         assert (ora.partition, ora.offset) == (p, o)
-        ours, status = record_json(k, v)
+        ours, status = record_json(k, v, registry=REGISTRIES[topic])
         problems += (check_3_9 if legacy_3_9 else check)(ours, status, ora)
     return problems
 
@@ -279,10 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("capture")
     ap.add_argument("--jars", default=None, help="Kafka version whose jars to run (default: newest)")
+    ap.add_argument("--topic", default="__consumer_offsets", help="the capture's topic")
     args = ap.parse_args(argv)
     records = [(r.partition, r.offset, r.key, r.value) for r in read_capture(args.capture)]
     legacy = bool(args.jars and args.jars.startswith("3."))
-    problems = check_all(records, run_oracle(records, kafka_jars_version=args.jars), legacy_3_9=legacy)
+    oracle = run_oracle(records, kafka_jars_version=args.jars, topic=args.topic)
+    problems = check_all(records, oracle, legacy_3_9=legacy, topic=args.topic)
     for p in problems:
         print(p)
     print(f"{len(records)} records, {len(problems)} disagreement(s) with Kafka")

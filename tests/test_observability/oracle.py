@@ -38,7 +38,7 @@ def _seconds(ms: int | None) -> Samples:
     return [] if ms is None else [((), ms / 1000)]
 
 
-def group_rows(snap: dict[str, Any], now_ms: int) -> dict[str, Samples]:
+def group_rows(snap: dict[str, Any], now_ms: int, behind_ms: int = 300_000) -> dict[str, Samples]:
     """Every per-group series of one snapshot: family name -> [(extra label values, value)]
     (label values after ``cluster_name`` and ``group``)."""
     kind = snap.get("kind") or "unknown"
@@ -74,6 +74,31 @@ def group_rows(snap: dict[str, Any], now_ms: int) -> dict[str, Samples]:
         ((window,), sum(1 for d in deadlines if d <= now_ms + seconds * 1000))
         for window, seconds in EXPIRY_WINDOWS
     ]
+    # issue 26, from the snapshot's own fields
+    last = (snap.get("rebalance_timing") or {}).get("last")
+    s["coordinator_mirror_group_rebalance_duration_seconds"] = [
+        ((phase,), ms / 1000) for phase, ms in ((last or {}).get("phases_ms") or {}).items()
+    ]
+    window = snap.get("commit_window") or []
+    span = max(now_ms, window[-1][0]) - window[0][0] if len(window) >= 2 else 0
+    s["coordinator_mirror_group_commits_per_second"] = (
+        [((), (window[-1][1] - window[0][1]) * 1000 / span)] if span > 0 else []
+    )
+    active = [o for o in offsets if not o.get("abandoned")]
+    oldest = min((o["commit_timestamp_ms"] for o in active), default=None)
+    s["coordinator_mirror_group_oldest_commit_timestamp_seconds"] = _seconds(oldest)
+    s["coordinator_mirror_group_partitions_behind"] = (
+        [((), sum(1 for o in active if (o.get("commit_trails_ms") or 0) > behind_ms))] if offsets else []
+    )
+    abandoned = snap.get("abandoned_topics") or {}
+    s["coordinator_mirror_group_abandoned_offsets"] = [
+        ((topic,), len(a["partitions"])) for topic, a in sorted(abandoned.items())
+    ]
+    s["coordinator_mirror_group_abandoned_expiry_timestamp_seconds"] = [
+        ((topic,), a["expires_at_ms"] / 1000)
+        for topic, a in sorted(abandoned.items())
+        if a["expires_at_ms"] is not None
+    ]
     return s
 
 
@@ -105,7 +130,7 @@ class SnapshotCollector:
         c = metrics.cluster
         store = self.mirror.store
         snaps = [s for gid, _ in store.states() if (s := store.group(gid)) is not None]
-        rows = [group_rows(s, now_ms) for s in snaps]
+        rows = [group_rows(s, now_ms, metrics.behind_ms) for s in snaps]
         for m in GROUP_METRICS:
             metric = _family(m)
             for snap, r in zip(snaps, rows, strict=True):
@@ -129,13 +154,14 @@ class SnapshotCollector:
         for m in MIRROR_METRICS:
             metric = _family(m)
             if m.type == "histogram":
-                for sname, labels, value in metrics.histogram_samples():
+                for sname, labels, value in metrics.histogram_samples(m.name):
                     metric.samples.append(Sample(sname, labels, value))
             else:
                 for values, value in mirror[m.name]:
                     metric.samples.append(Sample(m.name, dict(zip(m.labels, values, strict=True)), value))
             yield metric
-        for provider in metrics.providers:
+        # the share families have one renderer (checked against Kafka in test_share_live.py)
+        for provider in (*metrics.providers, metrics.share_samples):
             for m, samples in provider():
                 metric = _family(m)
                 for values, value in samples:

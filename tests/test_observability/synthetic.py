@@ -23,6 +23,7 @@ from streaming.serving.burrow import Burrow
 from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
 from tests.test_state.builders import DAY, HOUR, MIN, Log, cm, tip
@@ -45,6 +46,7 @@ class FakeMirror:
         self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
         self.burrow = Burrow(self.lag, settings.cluster_name, settings.burrow_intervals, 0)
         self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
+        self.share_store = ShareStateStore()  # __share_group_state's groups (none here)
 
     def feed_lag(
         self, groups: Iterable[Group], deleted_topics: Iterable[str] = (), denied_topics: Iterable[str] = ()
@@ -118,6 +120,22 @@ def empty_classic(group_id: str, partitions: int, idle_ms: int) -> Group:
     for p in range(partitions):
         log.commit(group_id, "e", p, 5 + p)
     log.tick(HOUR).classic(group_id, 2, [])
+    g = fold(None, log.records, group_id=group_id).group
+    assert g is not None
+    return g
+
+
+def abandoning_classic(group_id: str) -> Group:
+    """A Stable classic group whose member left a topic it had committed to (issue 26: abandoned
+    offsets, their lag apart), timed rebalances and a commit window of a minute."""
+    log = Log(partition=hash(group_id) % 50)
+    log.new_empty_group(group_id)
+    log.tick(200).classic(group_id, 1, [cm(f"{group_id}-m0", ["a.t", "old.t"])], state_ts=log.now_ms - 50)
+    for i in range(12):
+        log.commit(group_id, "a.t", 0, 10 + i)
+        log.commit(group_id, "old.t", 0, 3)
+        log.tick(5_000)
+    log.tick(MIN).classic(group_id, 2, [cm(f"{group_id}-m0", ["a.t"])], state_ts=log.now_ms - 20)
     g = fold(None, log.records, group_id=group_id).group
     assert g is not None
     return g

@@ -10,6 +10,7 @@ import pytest
 
 from dashboards import build
 from dashboards.grafana import GRID_WIDTH, STATE_CODES, metric, sel
+from dashboards.insights import INSIGHTS_UID
 from dashboards.panels import DASHBOARDS, DETAIL_UID, HEALTH_UID, OVERVIEW_UID, TOPIC_UID
 from streaming.serving.catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
 
@@ -47,7 +48,7 @@ def test_check_mode_reports_a_stale_file(tmp_path: Any, monkeypatch: pytest.Monk
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_dashboard_structure(name: str) -> None:
     dash = dashboards()[name]
-    assert dash["uid"] in {OVERVIEW_UID, DETAIL_UID, TOPIC_UID, HEALTH_UID}
+    assert dash["uid"] in {OVERVIEW_UID, DETAIL_UID, TOPIC_UID, HEALTH_UID, INSIGHTS_UID}
     assert len(dash["uid"]) <= 40 and re.fullmatch(r"[a-z0-9-]+", dash["uid"])
     assert dash["title"] and dash["schemaVersion"] >= 36
     variables = {v["name"]: v for v in dash["templating"]["list"]}

@@ -40,6 +40,7 @@ from .synthetic import (
     RENDERER,
     STATE_SETTINGS,
     FakeMirror,
+    abandoning_classic,
     empty_classic,
     filled_store,
     kip848,
@@ -127,7 +128,13 @@ def test_every_group_counter_is_a_state_counter() -> None:
 @pytest.fixture(scope="module")
 def mixed() -> FakeMirror:
     weird = stable_classic('we"ird\\grp\nü', 3)
-    groups = (stable_classic("stable-g", 6), empty_classic("empty-g", 4, HOUR), kip848("k-g", 4), weird)
+    groups = (
+        stable_classic("stable-g", 6),
+        empty_classic("empty-g", 4, HOUR),
+        kip848("k-g", 4),
+        weird,
+        abandoning_classic("left-g"),
+    )
     m = FakeMirror(settings())
     m.store.apply(0, [to_store_row(g) for g in groups])
     # empty-g's topic: the deleted-topic series; one of stable-g's the mirror may not read
@@ -296,7 +303,7 @@ def test_mirror_level_values(mixed: FakeMirror) -> None:
     assert value(s, "coordinator_mirror_records_behind") == 20
     assert value(s, "coordinator_mirror_ready") == 0
     assert value(s, "coordinator_mirror_query_healthy") == 1
-    assert value(s, "coordinator_mirror_groups", state="Stable", kind="classic") == 2
+    assert value(s, "coordinator_mirror_groups", state="Stable", kind="classic") == 3  # left-g too
     assert value(s, "coordinator_mirror_groups", state="Empty", kind="classic") == 1
     assert value(s, "coordinator_mirror_groups", state="Stable", kind="consumer") == 1
     assert value(s, "coordinator_mirror_batches_total") == 2
@@ -308,7 +315,7 @@ def test_mirror_level_values(mixed: FakeMirror) -> None:
     assert value(s, "coordinator_mirror_batch_duration_seconds_bucket", le="2.5") == 2
     assert value(s, "coordinator_mirror_batch_duration_seconds_bucket", le="+Inf") == 2
     assert value(s, "coordinator_mirror_batch_phase_seconds_total", phase="addBatch") == pytest.approx(1.4)
-    assert value(s, "coordinator_mirror_state_rows") == 4
+    assert value(s, "coordinator_mirror_state_rows") == 5
     # the event counters exist from the start (so increase() sees the first occurrence)
     assert value(s, "coordinator_mirror_events_total", type="rebalance_completed") == 0
     assert value(s, "coordinator_mirror_offsets_expired_total", origin="mirror") == 0

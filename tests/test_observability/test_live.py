@@ -55,6 +55,9 @@ LIVE_THRESHOLDS = {
     "expiring_hours": "200",  # the Empty group's offsets expire in 7 days (168 h)
     "expiring_for": "3s",
     "decode_window": "60s",
+    # any timed rebalance phase over 1 ms ending within 5 s: the storm's, never the calm group's
+    "slow_rebalance_seconds": "0.001",
+    "slow_rebalance_window": "5s",
 }
 #: panels of the group detail dashboard that must have data for every group of the workload
 CORE_DETAIL_PANELS = {"State", "Kind · protocol", "Generation / epoch", "Members"}
@@ -229,6 +232,15 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         gone_group = lab.name("gone-sub")
         lab.member(gone_group, [gone], protocol="consumer", name="gone-sub")
 
+        # issue 26 (the insights dashboard): offsets on a topic the group left and a commit
+        # rhythm, a share consumer's delivery state, a timed KIP-848 rebalance (a late member)
+        from lab.scenarios_insights import Abandoner, share_acks
+
+        abandon = Abandoner(lab)
+        closables.append(abandon)
+        share = share_acks(lab)
+        lab.member(next(iter(modern.groups)), modern.topics, protocol="consumer", name="k848-late")
+
         common = {"trigger_interval_s": 1.0, "shuffle_partitions": 2, "http_port": 0}
         mirrors["live"] = Mirror(
             load_settings(
@@ -280,6 +292,8 @@ def live(kafka: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> It
             "kip848": next(iter(modern.groups)),
             "gone": gone_group,
             "lagging": lagging_group,
+            "abandoned": abandon.group,
+            "share": share.group.group_id,
         }
         yield Live(prometheus, groups, mirrors, time.monotonic())
     finally:
@@ -328,6 +342,7 @@ def test_alerts_fire_for_the_storm_and_not_for_the_calm_group(live: Live) -> Non
         "expiring": ("KafkaConsumerGroupOffsetsExpiringSoon", {"cluster_name": "live", "group": g["empty"]}),
         "decode": ("CoordinatorMirrorDecodeErrors", {"cluster_name": "replay"}),
         "unknown": ("CoordinatorMirrorUnknownRecordTypes", {"cluster_name": "replay"}),
+        "slow": ("KafkaConsumerGroupSlowRebalance", {"cluster_name": "live", "group": g["storm"]}),
     }
     seen: dict[str, dict[str, Any]] = {}
     calm_ever: list[dict[str, Any]] = []

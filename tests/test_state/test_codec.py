@@ -125,6 +125,7 @@ def test_frozen_v1_blob_migrates() -> None:
     fresh = _rich_group()
     assert fresh.last_rebalance_ms is not None
     fresh.last_rebalance_ms = None
+    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, b""  # v3's (issue 26)
     assert migrated == fresh
     assert set(migrated.counters) == set(COUNTERS)
     assert decode(encode(migrated)) == migrated
@@ -139,5 +140,33 @@ def test_v2_keeps_last_rebalance_and_emptied() -> None:
     assert g is not None
     assert g.last_rebalance_ms == log.now_ms - 5_000 and g.counters["emptied"] == 1
     blob = encode(g)
-    assert blob_version(blob) == 2 == CURRENT_VERSION
+    assert blob_version(blob) == CURRENT_VERSION
     assert decode(blob) == g
+
+
+V2_BLOB = Path(__file__).with_name("state_v2.bin")  # `_rich_group()` written by codec v2; never regenerate
+
+
+def test_frozen_v2_blob_migrates() -> None:
+    """v2 -> v3: everything v2 held survives; timing and rhythm start empty (the mirror times the
+    group's rebalances again once it saw the group settle)."""
+    blob = V2_BLOB.read_bytes()
+    assert blob_version(blob) == 2
+    migrated = decode(blob)
+    assert migrated.timing is None and migrated.last_timing is None and not migrated.commit_window
+    fresh = _rich_group()
+    assert fresh.timing is not None and fresh.last_timing is not None and fresh.commit_window
+    fresh.timing, fresh.last_timing, fresh.commit_window = None, None, b""
+    assert migrated == fresh
+    assert decode(encode(migrated)) == migrated
+
+
+def test_v3_keeps_timing_and_commit_rhythm() -> None:
+    g = _rich_group()
+    assert g.timing is not None and g.last_timing is not None and g.commit_window
+    blob = encode(g)
+    assert blob_version(blob) == 3 == CURRENT_VERSION
+    back = decode(blob)
+    assert back == g
+    assert back.timing == g.timing and back.last_timing == g.last_timing
+    assert back.commit_window == g.commit_window

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from decoders import record_json  # noqa: E402
+from decoders import REGISTRIES, record_json  # noqa: E402
 from streaming.pipeline.capture_format import CapturedRecord, read_capture, read_header  # noqa: E402
 from tests.test_decoders.oracle import (  # noqa: E402
     check,
@@ -61,11 +61,22 @@ class Run:
     scenarios: tuple[str, ...]
     broker_extra: dict[str, str] = field(default_factory=dict)
     about: str = ""
+    #: the coordinator topic captured and checked: `__consumer_offsets`, or the share
+    #: coordinator's `__share_group_state` (FormatterOracle --share-group-state, dump-log's
+    #: --share-group-state-decoder)
+    topic: str = "__consumer_offsets"
+
+    def record_json(self, key: bytes, value: bytes | None) -> tuple[dict[str, Any], str]:
+        return record_json(key, value, registry=REGISTRIES[self.topic])
+
+
+SHARE_STATE = "__share_group_state"
 
 
 def runs() -> list[Run]:
     from lab.scenarios import default_scenarios
     from lab.scenarios_extra import KIP848_PREVIEW_3_9
+    from lab.scenarios_insights import share_acks  # noqa: F401 - registers the share scenarios
 
     return [
         Run(
@@ -91,6 +102,15 @@ def runs() -> list[Run]:
             about="Kafka 3.9.2 with group.coordinator.rebalance.protocols=classic,consumer (the "
             "KIP-848 preview: the new Java group coordinator writes every record, incl. K=3..8 "
             "for a group of Java console consumers with group.protocol=consumer).",
+        ),
+        Run(
+            "kafka-4.3.1-share-state",
+            "4.3.1",
+            ("share_group", "share_acks", "share_deleted"),
+            about="Kafka 4.3.1's __share_group_state (the share coordinator's ShareSnapshot K=0 and "
+            "ShareUpdate K=1): share consumers that accept, release and reject records, and a share "
+            "group deleted after it consumed (tombstones).",
+            topic=SHARE_STATE,
         ),
     ]
 
@@ -130,30 +150,33 @@ def run_broker(run: Run, work: Path) -> None:
                 str(out / f"{isolation}.jsonl"),
                 isolation_level=isolation,
                 kafka_version=run.kafka_version,
+                topic=run.topic,
             )
             print(f"  {run.name}: captured {n} records ({isolation})", flush=True)
     finally:
         broker.stop()
     (out / "groups.json").write_text(json.dumps(groups, indent=1, sort_keys=True) + "\n")
-    dump = dump_log(run.kafka_version, broker.data_dir)
+    dump = dump_log(run.kafka_version, broker.data_dir, run.topic)
     (out / "dump-log.txt").write_text(dump, encoding="utf-8")
     print(f"  {run.name}: broker + scenarios + captures in {time.monotonic() - t0:.0f}s", flush=True)
 
 
-def dump_log(kafka_version: str, data_dir: Path) -> str:
-    """``kafka-dump-log --offsets-decoder`` of ``kafka_version`` over every offsets segment."""
+def dump_log(kafka_version: str, data_dir: Path, topic: str = "__consumer_offsets") -> str:
+    """``kafka-dump-log --offsets-decoder`` (``--share-group-state-decoder`` for the share
+    coordinator's topic) of ``kafka_version`` over every segment of ``topic``."""
     from streaming.jars import kafka_classpath
 
-    segments = sorted(data_dir.glob("__consumer_offsets-*/*.log"))
+    segments = sorted(data_dir.glob(f"{topic}-*/*.log"))
     if not segments:
-        raise RuntimeError(f"no __consumer_offsets segments under {data_dir}")
+        raise RuntimeError(f"no {topic} segments under {data_dir}")
+    decoder = "--share-group-state-decoder" if topic == SHARE_STATE else "--offsets-decoder"
     main = (
         "kafka.tools.DumpLogSegments"
         if kafka_version.startswith("3.")
         else "org.apache.kafka.tools.DumpLogSegments"
     )
     proc = subprocess.run(
-        ["java", "-Xmx512m", "-cp", kafka_classpath(kafka_version), main, "--offsets-decoder", "--files",
+        ["java", "-Xmx512m", "-cp", kafka_classpath(kafka_version), main, decoder, "--files",
          ",".join(str(s) for s in segments)],
         capture_output=True, text=True, encoding="utf-8", timeout=300, check=False,
     )  # fmt: skip
@@ -245,9 +268,9 @@ def verify(cap: Captured) -> tuple[list[str], dict[tuple[int, int], str]]:
     recs = [(r.partition, r.offset, r.key, r.value) for r in cap.records]
     problems: list[str] = []
     paths: dict[tuple[int, int], str] = {}
-    oracle = run_oracle(recs)
+    oracle = run_oracle(recs, topic=cap.run.topic)
     for (p, o, k, v), ora in zip(recs, oracle, strict=True):
-        ours, status = record_json(k, v)
+        ours, status = cap.run.record_json(k, v)
         problems += check(ours, status, ora)
         paths[(p, o)] = ora.kafka_json()[0]
         if status == "ok" and group_of(ours) not in cap.groups:
@@ -293,7 +316,7 @@ def select(cap: Captured) -> list[CapturedRecord]:
     per_scenario: set[tuple[str, Any]] = set()
     per_shape: Counter[Any] = Counter()
     for r in cap.records:
-        ours, _ = record_json(r.key, r.value)
+        ours, _ = cap.run.record_json(r.key, r.value)
         where = (r.partition, r.offset)
         scen = cap.groups[group_of(ours)]
         sig = (combo(ours), shape(ours["value"]), where in cap.aborted)
@@ -309,7 +332,7 @@ def select(cap: Captured) -> list[CapturedRecord]:
 
 
 def vector(cap: Captured, r: CapturedRecord, kafka_path: str) -> dict[str, Any]:
-    ours, status = record_json(r.key, r.value)
+    ours, status = cap.run.record_json(r.key, r.value)
     k, v, layout, tomb = combo(ours)
     group = group_of(ours)
     scen = cap.groups[group]
@@ -333,10 +356,10 @@ def vector(cap: Captured, r: CapturedRecord, kafka_path: str) -> dict[str, Any]:
     }
 
 
-def coverage(records: Iterable[CapturedRecord]) -> dict[str, int]:
+def coverage(records: Iterable[CapturedRecord], run: Run) -> dict[str, int]:
     c: Counter[str] = Counter()
     for r in records:
-        ours, _ = record_json(r.key, r.value)
+        ours, _ = run.record_json(r.key, r.value)
         k, v, layout, tomb = combo(ours)
         c[f"K={k} " + ("tombstone" if tomb else f"V{v}" + (f" {layout}" if layout else ""))] += 1
     return dict(sorted(c.items(), key=lambda kv: (int(kv[0].split()[0][2:]), kv[0])))
@@ -350,11 +373,12 @@ def write(cap: Captured, paths: dict[tuple[int, int], str]) -> Path:
         "capture was checked against Kafka's own formatters/serde (FormatterOracle) and kafka-dump-log "
         "before this subset was stored",
         "kafka_version": cap.run.kafka_version,
+        **({"topic": cap.run.topic} if cap.run.topic != "__consumer_offsets" else {}),
         "broker_settings": cap.run.broker_extra,
         "scenarios": list(cap.run.scenarios),
         "scenario": None,
         "compare": "full",
-        "capture_counts": coverage(cap.records),
+        "capture_counts": coverage(cap.records, cap.run),
         "aborted_in_capture": len(cap.aborted),
         "vectors": [vector(cap, r, paths[(r.partition, r.offset)]) for r in chosen],
     }

@@ -8,6 +8,12 @@
 // tests/test_decoders/oracle.py feeds it captures and compares its output with our decoders, e.g.
 //   .venv/bin/python -m tests.test_decoders.oracle CAPTURE.jsonl [--jars 3.9.2]
 //
+//   java -cp ... FormatterOracle --share-group-state < records.txt
+//     the same for records of `__share_group_state` (the share coordinator's ShareSnapshot K=0 /
+//     ShareUpdate K=1): formatter ShareGroupStateMessageFormatter, serde ShareCoordinatorRecordSerde
+//     + the share coordinator's generated converters (`kafka-dump-log --share-group-state-decoder`'s
+//     path).  4.x jars only.
+//
 // Input, one record per line:   PARTITION OFFSET KEYHEX VALUEHEX     (VALUEHEX "-" = tombstone)
 // Output, one JSON object per input line, same order:
 //   {"partition":P,"offset":O,"type":K,
@@ -68,24 +74,28 @@ import org.apache.kafka.common.protocol.ByteBufferAccessor;
 
 public final class FormatterOracle {
 
-    private static final String TOPIC = "__consumer_offsets";
     private static final String[] FORMATTERS = {
         "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",
         "org.apache.kafka.tools.consumer.GroupMetadataMessageFormatter",
         "org.apache.kafka.tools.consumer.ShareGroupMessageFormatter",
     };
+    private static final String[] SHARE_STATE_FORMATTERS = {
+        "org.apache.kafka.tools.consumer.group.share.ShareGroupStateMessageFormatter",
+    };
 
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
 
+    private final String topic;
     private final List<MessageFormatter> formatters = new ArrayList<>();
     private final Object serde;
     private final Method deserialize;
     private final Method keyAsJson4x;    // CoordinatorRecordJsonConverters.writeRecordKeyAsJson (4.x)
     private final Method valueAsJson4x;  // CoordinatorRecordJsonConverters.writeRecordValueAsJson (4.x)
 
-    FormatterOracle() throws ReflectiveOperationException {
-        for (String name : FORMATTERS) {
+    FormatterOracle(boolean shareGroupState) throws ReflectiveOperationException {
+        topic = shareGroupState ? "__share_group_state" : "__consumer_offsets";
+        for (String name : shareGroupState ? SHARE_STATE_FORMATTERS : FORMATTERS) {
             Class<?> cls;
             try {
                 cls = Class.forName(name);
@@ -96,23 +106,28 @@ public final class FormatterOracle {
             f.configure(Map.of());
             formatters.add(f);
         }
-        Class<?> serdeClass = firstClass(
-            "org.apache.kafka.coordinator.group.GroupCoordinatorRecordSerde",
-            "org.apache.kafka.coordinator.group.CoordinatorRecordSerde");
+        Class<?> serdeClass = shareGroupState
+            ? firstClass("org.apache.kafka.coordinator.share.ShareCoordinatorRecordSerde")
+            : firstClass(
+                "org.apache.kafka.coordinator.group.GroupCoordinatorRecordSerde",
+                "org.apache.kafka.coordinator.group.CoordinatorRecordSerde");
         serde = serdeClass.getDeclaredConstructor().newInstance();
         deserialize = serdeClass.getMethod("deserialize", ByteBuffer.class, ByteBuffer.class);
-        Class<?> converters = optionalClass("org.apache.kafka.coordinator.group.generated.CoordinatorRecordJsonConverters");
+        Class<?> converters = optionalClass(shareGroupState
+            ? "org.apache.kafka.coordinator.share.generated.CoordinatorRecordJsonConverters"
+            : "org.apache.kafka.coordinator.group.generated.CoordinatorRecordJsonConverters");
         keyAsJson4x = converters == null ? null : converters.getMethod("writeRecordKeyAsJson", ApiMessage.class);
         valueAsJson4x = converters == null ? null
             : converters.getMethod("writeRecordValueAsJson", ApiMessage.class, short.class);
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length > 0) {
-            System.err.println("usage: FormatterOracle < lines of 'PARTITION OFFSET KEYHEX VALUEHEX|-'");
+        boolean shareGroupState = args.length == 1 && args[0].equals("--share-group-state");
+        if (args.length > 0 && !shareGroupState) {
+            System.err.println("usage: FormatterOracle [--share-group-state] < lines of 'PARTITION OFFSET KEYHEX VALUEHEX|-'");
             System.exit(2);
         }
-        FormatterOracle oracle = new FormatterOracle();
+        FormatterOracle oracle = new FormatterOracle(shareGroupState);
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
@@ -144,7 +159,7 @@ public final class FormatterOracle {
 
         ObjectNode printed = node.putObject("formatters");
         for (MessageFormatter f : formatters) {
-            ConsumerRecord<byte[], byte[]> record = new ConsumerRecord<>(TOPIC, partition, offset, key, value);
+            ConsumerRecord<byte[], byte[]> record = new ConsumerRecord<>(topic, partition, offset, key, value);
             ByteArrayOutputStream buf = new ByteArrayOutputStream();
             String text;
             try (PrintStream ps = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
@@ -159,7 +174,7 @@ public final class FormatterOracle {
         JsonNode serde = serde(key, value);
         node.set("serde", serde);
         JsonNode data = serde.path("value").path("data");
-        if (serde.path("key").path("type").asInt() == 2 && "consumer".equals(data.path("protocolType").asText(null))
+        if (topic.equals("__consumer_offsets") && serde.path("key").path("type").asInt() == 2 && "consumer".equals(data.path("protocolType").asText(null))
                 && data.path("members").isArray()) {
             ArrayNode members = node.putObject("consumerProtocol").putArray("members");
             for (JsonNode m : data.path("members")) {
