@@ -45,6 +45,7 @@ from streaming.app.errors import (
 from streaming.cluster.groups import ClusterClient, log_start_drift
 from streaming.cluster.jvm import Jvm, KafkaCallError
 from streaming.cluster.offsets import OffsetReader
+from streaming.health.lag import LagTracker
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.recovery import (
@@ -60,7 +61,6 @@ from streaming.pipeline.sinks import DRIVER_EVENTS, HEALTH_EVENTS, MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.api import MirrorHTTPServer, credentials_from
 from streaming.serving.burrow import Burrow, lag_route
-from streaming.serving.lag import LagTracker
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import exposition, openmetrics_exposition
 from streaming.serving.render import snapshot_renderer

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any
 
+from streaming.health.lag import LagTracker, PartitionLag, iter_lag
 from streaming.serving.burrow import Burrow
 from streaming.serving.catalogue import LAG_METRICS, MetricDef
-from streaming.serving.lag import LagTracker, PartitionLag, iter_lag
 
 
 def _esc(value: str) -> str:

@@ -49,6 +49,7 @@ from state.expiry import all_deadlines
 from state.model import Group
 from state.rhythm import commit_rate, oldest_commit_ms, partitions_behind, points
 from state.timing import phases
+from streaming.health.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
     BY_NAME,
@@ -65,7 +66,6 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
-from streaming.serving.lag import NO_OWNER, Owner, group_owners
 from streaming.serving.lag_metrics import lag_exposition
 from streaming.serving.render import assignor
 from streaming.serving.share import share_families

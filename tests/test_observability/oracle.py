@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
+from streaming.health.lag import NO_OWNER, snapshot_owners
 from streaming.serving.catalogue import (
     EXPIRY_WINDOWS,
     GROUP_COUNTERS,
@@ -28,7 +29,6 @@ from streaming.serving.catalogue import (
     PARTITION_METRICS,
     MetricDef,
 )
-from streaming.serving.lag import NO_OWNER, snapshot_owners
 from streaming.serving.metrics import MirrorMetrics, Samples, metrics_for
 
 _MODERN = frozenset({"consumer", "share", "streams"})

@@ -19,8 +19,8 @@ from state.config import OffsetConfig
 from state.model import Group
 from state.replay import fold
 from state.snapshot import summary
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.share import ShareStateStore
