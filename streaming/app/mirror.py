@@ -1,6 +1,7 @@
 """The mirror as a running application -- the composition root: it builds the parts, hands them
-to each other, starts them in order and stops them in reverse (Burrow's coordinators' lifecycle:
-configure validates and opens nothing; start returns promptly; stop is idempotent)::
+to each other, starts them in order and stops them (Burrow's coordinators' lifecycle: configure
+validates and opens nothing; start returns promptly; stop is idempotent) -- the supervisor first,
+so nothing restarts while stopping, then the query after its running batch, then the rest::
 
     mirror = Mirror(settings)      # nothing started
     mirror.start()                 # client, session, checks, query, threads, HTTP
