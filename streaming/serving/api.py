@@ -51,6 +51,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
 from streaming.serving.insights import with_commit_rate
+from streaming.serving.render import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
@@ -574,27 +575,3 @@ def credentials_from(token_file: Path | None, basic_file: Path | None) -> Creden
 def routes() -> Iterable[str]:
     """The table's paths in OpenAPI spelling (``{id}``), for the spec test."""
     return [path.replace(":path", "") for path, _, _ in ROUTE_TABLE]
-
-
-def resolve_topic_ids(snapshot: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
-    """A snapshot with topic ids the log never named replaced by the cluster's names (members'
-    assignments, pending revocations, targets, offsets), for ``GET /groups/{id}``."""
-    if not names:
-        return snapshot
-
-    def fix(a: Any) -> Any:
-        if not isinstance(a, list):
-            return a
-        return [{**x, "topic": names.get(x.get("topic"), x.get("topic"))} for x in a]
-
-    out = dict(snapshot)
-    members = snapshot.get("members")
-    if isinstance(members, list):
-        out["members"] = [
-            {**m, **{k: fix(m.get(k)) for k in ("assignment", "pending_revocation", "target_assignment")}}
-            for m in members
-        ]
-    offsets = snapshot.get("offsets")
-    if isinstance(offsets, list):
-        out["offsets"] = [{**o, "topic": names.get(o["topic"], o["topic"])} for o in offsets]
-    return out
