@@ -102,7 +102,7 @@ class Mirror:
         if self.store.renderer is None:
             self.store.renderer = snapshot_renderer(self.offset_config, s.default_server_assignor)
         self.run = QueryRun()
-        self.status = RunStatus(query_running=self.query_running)
+        self.run_status = RunStatus(query_running=self.query_running)
         self.events = DriverEvents()
         # lag and consumer health: fed by the sink (groups) and the lag loop (log offsets)
         self.lag = LagTracker(s.lag_isolation, s.lag_lookup_points)
@@ -112,7 +112,7 @@ class Mirror:
         self.share_store = ShareStateStore()
         self.share_state: ShareStateMirror | None = None
         self.metrics = MirrorMetrics(
-            s, self.offset_config, self.store, self.status, lag=self.lag_exporter, share=self.share_store
+            s, self.offset_config, self.store, self.run_status, lag=self.lag_exporter, share=self.share_store
         )
         self._group_filter = GroupFilter(*s.group_filter)  # the reason of a lag 404
         self.jvm: Jvm | None = None
@@ -205,7 +205,7 @@ class Mirror:
             self.lag,
             partition_offsets=self.cluster.partition_offsets if self.cluster is not None else None,
         )
-        self.progress = ProgressFollower(s, self.store, self.status, lambda: self.run.query)
+        self.progress = ProgressFollower(s, self.store, self.run_status, lambda: self.run.query)
         self.progress.start()
         kafka = s.source == "kafka" and self.cluster is not None
         if kafka:
@@ -287,11 +287,11 @@ class Mirror:
 
     @property
     def observed(self) -> dict[str, int]:
-        return self.status.observed_counts()
+        return self.run_status.observed_counts()
 
     @property
     def progress_history(self) -> list[dict[str, Any]]:
-        return self.status.history()
+        return self.run_status.history()
 
     def reconcile_round(self) -> bool:
         """One reconciliation round now (`streaming.app.reconcile.Reconciler.round`)."""
