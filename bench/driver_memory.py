@@ -173,7 +173,7 @@ def main() -> int:
     from streaming.serving.api import MirrorHTTPServer
     from streaming.serving.metrics import exposition
     from streaming.serving.store import SnapshotStore
-    from tests.test_observability.synthetic import RENDERER, STATE_SETTINGS, FakeMirror, settings
+    from tests.test_observability.synthetic import RENDERER, exporter, settings
 
     imported, _ = rss()
     tmp = Path(tempfile.mkdtemp(prefix="driver-memory-"))
@@ -195,9 +195,7 @@ def main() -> int:
     print(f"built {args.groups:,} groups x {args.partitions} partitions in {time.perf_counter() - t0:.0f}s")
 
     store = SnapshotStore(renderer=RENDERER, timeline_events=args.timeline_events)
-    mirror = FakeMirror(settings())
-    mirror.store = store  # (an empty store is falsy: FakeMirror(settings, store) would make its own)
-    mirror.offset_config = STATE_SETTINGS  # type: ignore[attr-defined]  # what Mirror builds once
+    mirror = exporter(settings(), store)  # the real exporter over this store, as Mirror wires it
     with data.open("rb") as f:
         rows = pickle.load(f)
     ids = [r[0] for r in rows]

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from state import codec  # noqa: E402
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds  # noqa: E402
 from streaming.serving.burrow import Burrow  # noqa: E402
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds  # noqa: E402
 from streaming.serving.lag_metrics import LagExporter  # noqa: E402
 from tests.test_observability.synthetic import settings, synthetic_groups  # noqa: E402
 

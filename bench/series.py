@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from state import codec  # noqa: E402
 from state.snapshot import summary  # noqa: E402
-from streaming.serving.metrics import exposition, metrics_for  # noqa: E402
+from streaming.serving.metrics import exposition  # noqa: E402
 from streaming.serving.store import SnapshotStore  # noqa: E402
 from tests.test_observability.synthetic import (  # noqa: E402
     RENDERER,
     STATE_SETTINGS,
-    FakeMirror,
+    exporter,
     settings,
     synthetic_groups,
 )
@@ -78,13 +78,12 @@ def main() -> int:
     )
     body = b""
     for name, overrides in cases:
-        mirror = FakeMirror(settings(**overrides), store)
-        mirror.offset_config = STATE_SETTINGS  # what Mirror builds once
+        mirror = exporter(settings(**overrides), store)  # the real exporter, as Mirror wires it
         scrape = lambda: exposition(mirror)[0]  # noqa: B023, E731
         _, first_wall, first_cpu = timed(scrape)
         repeats = [timed(scrape) for _ in range(3)]
         body = repeats[-1][0]
-        series = metrics_for(mirror).last_series
+        series = mirror.last_series
         line = (
             f"{name:24} {series:>10,} {len(body) / 1e6:>7.1f} {first_wall:>11.2f}s ({first_cpu:.2f}s)"
             f" {min(r[1] for r in repeats):>7.2f}s ({min(r[2] for r in repeats):.2f}s)"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from state.model import Group
-from streaming.serving import burrow as burrow_module
+from streaming.health import evaluator as burrow_module
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from tests.test_observability.synthetic import stable_classic
 
 BEHAVIOURS = ("keeps_up", "slow", "stopped", "stalled", "rewinds", "idle_topic")

@@ -23,9 +23,9 @@ from confluent_kafka import Uuid
 from decoders.uuids import canonical_uuid, kafka_uuid
 from state.model import Group
 from state.replay import fold
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.api import MirrorHTTPServer
 from streaming.serving.burrow import Burrow, lag_route
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.store import SnapshotStore
 from tests.test_observability.synthetic import RENDERER, settings, to_store_row
