@@ -266,17 +266,12 @@ class ShareStateMirror:
         return self
 
     def _partitions(self) -> list[int] | None:
-        from streaming.pipeline.jvm_kafka import partition_offsets
-
-        s = self.settings
-        assert s.bootstrap_servers
-        try:
-            _, ends = partition_offsets(self.mirror.spark, s.bootstrap_servers, s.kafka_options, TOPIC)
-        except Exception as exc:
-            if "UnknownTopicOrPartition" in str(exc):
-                return None  # no share group initialised a share-partition yet
-            raise
-        return sorted(ends) or None
+        """The partitions of `__share_group_state` (None: no share group initialised one yet),
+        through the mirror's own Kafka client."""
+        cluster = self.mirror.cluster
+        assert cluster is not None
+        n = cluster.topic_partitions(TOPIC)
+        return list(range(n)) if n else None
 
     def _run(self) -> None:
         s = self.settings
@@ -288,7 +283,8 @@ class ShareStateMirror:
                 if self.query is not None and self.query.isActive:
                     continue
                 now = time.monotonic()
-                if now < next_check:
+                if now < next_check or not self.mirror.store.readiness.ready:
+                    # not before the mirror is ready: the backfill has the cores to itself
                     continue
                 if self.query is not None:  # failed
                     exc = self.query.exception()
