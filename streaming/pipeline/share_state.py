@@ -239,6 +239,7 @@ class ShareStateMirror:
         self.query: StreamingQuery | None = None
         self.failure: str | None = None
         self.restarts = 0
+        self._denied = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mirror-share-state", daemon=True)
 
@@ -266,11 +267,15 @@ class ShareStateMirror:
         return self
 
     def _partitions(self) -> list[int] | None:
-        """The partitions of `__share_group_state` (None: no share group initialised one yet),
-        through the mirror's own Kafka client."""
-        cluster = self.mirror.cluster
-        assert cluster is not None
-        n = cluster.topic_partitions(TOPIC)
+        """``__share_group_state``'s partitions (None: no share group initialised one yet, or the
+        principal may not Describe the topic -- said once)."""
+        try:
+            n = self.mirror.cluster.topic_partitions(TOPIC)
+        except PermissionError as exc:  # the cluster client's TopicAuthorizationError
+            if not self._denied:
+                log.warning("share groups' delivery state not read: %s (Describe and Read on %s)", exc, TOPIC)
+                self._denied = True
+            return None
         return list(range(n)) if n else None
 
     def _run(self) -> None:
