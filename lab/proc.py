@@ -83,7 +83,7 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
 
     def sample(self) -> tuple[float, int]:
-        cpu = rss = 0
+        cpu, rss = 0.0, 0
         for pid in tree_pids(self.root):
             c, r = _cpu_and_rss(pid)
             cpu += c
