@@ -22,6 +22,7 @@ and the JVM starts as it would without it.  It never fails a start.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from streaming.jars import jars_root, pyspark_version
@@ -88,12 +89,14 @@ def _check(path: Path) -> None:
     home = os.environ.get("JAVA_HOME")
     java = shutil.which("java", path=os.path.join(home, "bin")) if home else None
     java = java or shutil.which("java") or "java"
-    done = subprocess.run(
-        [java, f"-XX:SharedArchiveFile={path}", *QUIET, "-version"],
-        check=False,
-        capture_output=True,
-        timeout=120,
-    )
+    with tempfile.TemporaryDirectory(prefix="cm-class-archive-check-") as tmp:
+        done = subprocess.run(  # in a directory of its own: a JVM that crashes leaves hs_err_pid*.log
+            [java, f"-XX:SharedArchiveFile={path}", *QUIET, "-version"],
+            check=False,
+            capture_output=True,
+            timeout=120,
+            cwd=tmp,
+        )
     if done.returncode != 0:
         path.unlink(missing_ok=True)
         raise RuntimeError(f"a JVM does not start with the class archive: {done.stderr.decode()[-500:]}")
