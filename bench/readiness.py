@@ -324,6 +324,7 @@ def measure(tool: Tool, run: int, timeout_s: float) -> dict[str, Any]:
         "ready_s": round(ready_at - started, 2),
         "cpu_s": round(cpu, 1),
         "peak_rss_mb": round(sampler.peak_rss / 2**20),
+        "peak_rss_parts_mb": {k: round(v / 2**20) for k, v in sorted(sampler.peak_parts.items())},
     }
     if isinstance(tool, KminionTool):
         target = 0.95 * cpu

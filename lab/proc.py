@@ -63,6 +63,24 @@ def _cpu_and_rss(pid: int) -> tuple[float, int]:
     return ticks / _CLK_TCK, pages * _PAGE
 
 
+def kind_of(pid: int) -> str:
+    """What a process of a mirror's tree is: the Spark driver JVM, the Kafka client JVM (py4j's
+    gateway), a Python worker, or its command's first word."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().split(b"\0")
+    except OSError:
+        return "gone"
+    text = b" ".join(cmd)
+    if b"org.apache.spark.deploy.SparkSubmit" in text:
+        return "spark_jvm"
+    if b"py4j.GatewayServer" in text or (b"py4j" in text and b"java" in cmd[0]):
+        return "client_jvm"
+    if b"pyspark.daemon" in text or b"pyspark.worker" in text:
+        return "python_workers"
+    return os.path.basename(cmd[0].decode(errors="replace")) or "?"
+
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -78,17 +96,23 @@ class TreeSampler:
         self.root = root
         self.interval_s = interval_s
         self.peak_rss = 0
+        #: resident bytes of each process at the peak, by `kind`
+        self.peak_parts: dict[str, int] = {}
         self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu s, rss bytes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
 
     def sample(self) -> tuple[float, int]:
         cpu, rss = 0.0, 0
+        parts: dict[str, int] = {}
         for pid in tree_pids(self.root):
             c, r = _cpu_and_rss(pid)
             cpu += c
             rss += r
-        self.peak_rss = max(self.peak_rss, rss)
+            kind = "root" if pid == self.root else kind_of(pid)
+            parts[kind] = parts.get(kind, 0) + r
+        if rss > self.peak_rss:
+            self.peak_rss, self.peak_parts = rss, parts
         self.samples.append((time.monotonic(), cpu, rss))
         return cpu, rss
 
