@@ -103,7 +103,7 @@ CLASS_ARCHIVE := $(JARS_DIR)/cds/spark-driver-$(SPARK_VERSION).jsa
 class-archive: $(CLASS_ARCHIVE) ## the Spark driver JVM's class-data-sharing archive (made once; faster starts)
 
 $(CLASS_ARCHIVE): $(VENV_STAMP) $(SPARK_STAMP) $(LOCALFS_STAMP)
-	$(PY) -m streaming.pipeline.class_archive --output $@ \
+	$(PY) -m streaming.app.class_archive_cmd --output $@ \
 	    || echo "warning: no class archive made; the mirror starts without it" >&2
 
 # The driver's Kafka clients (streaming/cluster/jvm.py): kafka-clients and jose4j (its other runtime
