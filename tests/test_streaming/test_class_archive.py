@@ -145,3 +145,43 @@ def test_setup_and_the_image_make_it_alike() -> None:
     command = "-m streaming.app.class_archive_cmd"
     assert command in recipe and command in dockerfile
     assert "|| echo" in recipe and "|| echo" in dockerfile.split(command, 1)[1].split("\n\n")[0]
+
+
+_SESSION_MAPS = """
+import sys
+from streaming.pipeline.session import build_session
+spark = build_session(conf={"spark.ui.enabled": "false"})
+pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+print(sys.argv[1] in open(f"/proc/{pid}/maps").read(), spark.range(3).count())
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_mirror_session_maps_the_archive_when_whole(
+    real_archive: Path, tmp_path: Path, whole: bool
+) -> None:
+    """The driver JVM `build_session` starts maps the archive it is given (a dynamic archive
+    whose class path is a prefix of Spark's: here, none) -- and starts without it, quietly, when
+    the archive is not whole."""
+    import os
+    import sys
+
+    path = tmp_path / "a.jsa"
+    data = real_archive.read_bytes()
+    path.write_bytes(data if whole else data[: len(data) // 2])
+    _stamped(path, len(data))
+    env = dict(os.environ, **{class_archive.ARCHIVE_ENV: str(path)})
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_MAPS, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.stdout.split() == [str(whole), "3"], done.stderr[-2000:]
+    assert "cds" not in done.stderr.lower()
+    assert not list(tmp_path.glob("hs_err*"))
