@@ -29,6 +29,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -144,16 +145,17 @@ class Jvm:
         py4j_jar = next(j for j in jars if Path(j).name.startswith("py4j-"))
         classpath = [*driver_client_jars(), *plugin_jars, *jars]
         stderr: collections.deque[str] = collections.deque(maxlen=50)
-        port, token = launch_gateway(
-            jarpath=py4j_jar,
-            classpath=os.pathsep.join(classpath),
-            javaopts=[f"-Xmx{heap}", "-XX:+UseSerialGC", "-Xss1m", *java_options]
-            + (["-XX:TieredStopAtLevel=1"] if quick_start else []),
-            java_path=java,
-            die_on_exit=True,
-            enable_auth=True,
-            redirect_stderr=stderr,
-        )
+        with _stop_signals_ignored():
+            port, token = launch_gateway(
+                jarpath=py4j_jar,
+                classpath=os.pathsep.join(classpath),
+                javaopts=[f"-Xmx{heap}", "-XX:+UseSerialGC", "-Xss1m", *java_options]
+                + (["-XX:TieredStopAtLevel=1"] if quick_start else []),
+                java_path=java,
+                die_on_exit=True,
+                enable_auth=True,
+                redirect_stderr=stderr,
+            )
         params = GatewayParameters(port=port, auth_token=token, auto_convert=True)
         return cls(JavaGateway(gateway_parameters=params), stderr=stderr)
 
@@ -182,6 +184,33 @@ class Jvm:
         """Shut the JVM down (idempotent)."""
         with contextlib.suppress(Py4JError):
             self.gateway.shutdown()
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """The client JVM starts with SIGTERM and SIGINT ignored (HotSpot keeps an ignored signal
+    ignored), as Spark's does (`streaming.pipeline.session`): a stop signal sent to the whole
+    process group -- ``kill -TERM -<pgid>``, systemd's ``KillMode=control-group`` -- must not end
+    it under the driver's orderly stop; it ends when the driver closes it or exits (py4j's
+    die-on-exit: its stdin's end).  py4j has no hook for the child's signals, so its ``Popen`` is
+    wrapped while the gateway starts."""
+    from py4j import java_gateway
+
+    original = java_gateway.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        def preexec() -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return original(*args, **kwargs)
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
 
 
 def _spark_jars_dir() -> Path:

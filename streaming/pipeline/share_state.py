@@ -239,6 +239,7 @@ class ShareStateMirror:
         self.query: StreamingQuery | None = None
         self.failure: str | None = None
         self.restarts = 0
+        self._denied = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mirror-share-state", daemon=True)
 
@@ -266,17 +267,16 @@ class ShareStateMirror:
         return self
 
     def _partitions(self) -> list[int] | None:
-        from streaming.pipeline.jvm_kafka import partition_offsets
-
-        s = self.settings
-        assert s.bootstrap_servers
+        """``__share_group_state``'s partitions (None: no share group initialised one yet, or the
+        principal may not Describe the topic -- said once)."""
         try:
-            _, ends = partition_offsets(self.mirror.spark, s.bootstrap_servers, s.kafka_options, TOPIC)
-        except Exception as exc:
-            if "UnknownTopicOrPartition" in str(exc):
-                return None  # no share group initialised a share-partition yet
-            raise
-        return sorted(ends) or None
+            n = self.mirror.cluster.topic_partitions(TOPIC)
+        except PermissionError as exc:  # the cluster client's TopicAuthorizationError
+            if not self._denied:
+                log.warning("share groups' delivery state not read: %s (Describe and Read on %s)", exc, TOPIC)
+                self._denied = True
+            return None
+        return list(range(n)) if n else None
 
     def _run(self) -> None:
         s = self.settings

@@ -6,7 +6,7 @@ Spark JVM.  A JVM acting on it stops SparkContext under the running micro-batch 
 stops the query: a traceback and exit 1 (streaming/pipeline/session.py, `_launching_jvm`).  Both
 ways are run for real here -- `coordinator-mirror run` as a process of its own against the session
 broker while a group keeps committing -- and must end alike: exit 0, one log line after the signal,
-the JVM gone, and nothing lost: a second run resumes from the checkpoint to the coordinator's
+both JVMs (Spark's and the Kafka client's) gone, and nothing lost: a second run resumes from the checkpoint to the coordinator's
 offsets, and the change events of both runs are those of one uninterrupted fold of the log
 (`lab.mirror_process.audit_events`).  A signal to every process of the tree (systemd's
 ``KillMode=control-group``: Spark's Python workers too) is not quiet -- the running batch fails --
@@ -132,17 +132,16 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _jvm_of(pid: int) -> int:
-    """The driver JVM: the java process among ``pid``'s descendants."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    for child in map(int, children):
-        if b"java" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]:
-            return child
-        with_jvm = [c for c in Path(f"/proc/{child}/task/{child}/children").read_text().split()]
-        for grandchild in map(int, with_jvm):
-            if b"java" in Path(f"/proc/{grandchild}/cmdline").read_bytes().split(b"\0")[0]:
-                return grandchild
-    raise AssertionError(f"no JVM under {pid}")
+def _jvms_of(pid: int) -> list[int]:
+    """The driver's JVMs: Spark's and the Kafka client's (`streaming.cluster.jvm`), the java
+    processes among ``pid``'s descendants."""
+    found = []
+    for child in _descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"java" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]:
+                found.append(child)
+    assert len(found) >= 2, f"Spark's and the client's JVM under {pid}: {found}"
+    return found
 
 
 def _ignores(pid: int, signum: int) -> bool:
@@ -188,8 +187,9 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
     proc = _start(kafka.bootstrap, tmp_path, port, group, log_format)
     try:
         _wait_ready(port, proc, log)
-        jvm = _jvm_of(proc.pid)
-        assert _ignores(jvm, signal.SIGTERM) and _ignores(jvm, signal.SIGINT)
+        jvms = _jvms_of(proc.pid)
+        for jvm in jvms:
+            assert _ignores(jvm, signal.SIGTERM) and _ignores(jvm, signal.SIGINT), jvm
         assert not _ignores(proc.pid, signal.SIGTERM)
         # batches are running: the group's commits keep arriving
         deadline = time.monotonic() + 60
@@ -210,8 +210,8 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
             proc.send_signal(signal.SIGTERM)
         assert proc.wait(120) == 0, log.read_text()[-3000:]
         deadline = time.monotonic() + 30
-        while _alive(jvm):
-            assert time.monotonic() < deadline, "the JVM outlived the driver"
+        while any(map(_alive, jvms)):
+            assert time.monotonic() < deadline, "a JVM outlived the driver"
             time.sleep(0.2)
     finally:
         if proc.poll() is None:
