@@ -4,7 +4,7 @@
 group's state bytes.  This collector derives every per-group and per-partition series from the
 group's *rendered snapshot* (``GET /groups/{id}``, `SnapshotStore.group`) instead, and lets
 prometheus_client format them; the mirror-level series come from the exporter's own
-`MirrorMetrics.mirror_samples` (they have one source).  `test_exporter` checks the two agree
+`MirrorMetrics.mirror_samples` (they have one source).  `test_serving/test_metrics.py` checks the two agree
 sample for sample.
 """
 

@@ -6,11 +6,11 @@ Spark JVM.  A JVM acting on it stops SparkContext under the running micro-batch 
 stops the query: a traceback and exit 1 (streaming/pipeline/session.py, `_launching_jvm`).  Both
 ways are run for real here -- `coordinator-mirror run` as a process of its own against the session
 broker while a group keeps committing -- and must end alike: exit 0, one log line after the signal,
-both JVMs (Spark's and the Kafka client's) gone, and nothing lost: a second run resumes from the checkpoint to the coordinator's
-offsets, and the change events of both runs are those of one uninterrupted fold of the log
-(`lab.mirror_process.audit_events`).  A signal to every process of the tree (systemd's
-``KillMode=control-group``: Spark's Python workers too) is not quiet -- the running batch fails --
-but exits 0 and loses nothing either (docs/operating.md recommends ``KillMode=mixed``).
+both JVMs (Spark's and the Kafka client's) gone, and nothing lost: a second run resumes from the
+checkpoint to the coordinator's offsets, and the change events of both runs are those of one
+uninterrupted fold of the log (`lab.mirror_process.audit_events`).  A signal to every process of
+the tree (systemd's ``KillMode=control-group``: Spark's Python workers too) is not quiet -- the
+running batch fails -- but exits 0 and loses nothing either (docs/operating.md recommends ``KillMode=mixed``).
 """
 
 from __future__ import annotations
