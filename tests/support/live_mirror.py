@@ -1,5 +1,6 @@
-"""What the insights live tests (`test_insights_live`, `test_share_live`) share: a mirror on the
-session broker with a one-second trigger and its own checkpoint, and a JSON-or-bytes HTTP GET."""
+"""Running mirrors for the tests: `RunningMirrors` behind the ``mirrors`` and ``module_mirrors``
+fixtures (tests/conftest.py), the settings of a mirror on the session broker with a one-second
+trigger and its own checkpoint (`live_settings`), and a JSON-or-bytes HTTP GET."""
 
 from __future__ import annotations
 
@@ -60,8 +61,16 @@ class RunningMirrors:
         return mirror
 
     def close(self) -> None:
+        """Stop every mirror still running, newest first; one that fails to stop does not keep the
+        others running (the first error is raised after all were tried)."""
+        errors: list[BaseException] = []
         while self._started:
-            self._started.pop().stop()
+            try:
+                self._started.pop().stop()
+            except BaseException as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     def __enter__(self) -> RunningMirrors:
         return self
