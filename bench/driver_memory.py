@@ -167,7 +167,7 @@ def main() -> int:
         return 0
 
     # what the driver imports for serving (and nothing of the bench's group building)
-    from lab.synthetic import RENDERER, STATE_SETTINGS, FakeMirror, settings
+    from lab.synthetic import RENDERER, exporter, settings
     from streaming.serving.api import MirrorHTTPServer
     from streaming.serving.metrics import exposition
     from streaming.serving.store import SnapshotStore
@@ -192,9 +192,7 @@ def main() -> int:
     print(f"built {args.groups:,} groups x {args.partitions} partitions in {time.perf_counter() - t0:.0f}s")
 
     store = SnapshotStore(renderer=RENDERER, timeline_events=args.timeline_events)
-    mirror = FakeMirror(settings())
-    mirror.store = store  # (an empty store is falsy: FakeMirror(settings, store) would make its own)
-    mirror.offset_config = STATE_SETTINGS  # type: ignore[attr-defined]  # what Mirror builds once
+    mirror = exporter(settings(), store)  # the real exporter over this store, as Mirror wires it
     with data.open("rb") as f:
         rows = pickle.load(f)
     ids = [r[0] for r in rows]

@@ -7,9 +7,9 @@ beside librdkafka's (confluent-kafka: what the mirror used before), on one local
 * a lag round over ``--topics`` x 50 partitions: topic metadata, then log start, high watermark
   and last stable offset of every partition (librdkafka: three ``list_offsets`` calls, as the old
   reader made them; Java: `OffsetReader.read`, the three in flight together);
-* start-up: a client that answers DescribeCluster (Java: including the JVM's start, as `capture`
-  pays it; `run` opens its client in Spark's JVM, which is already up), and the resident memory of
-  that JVM after the 100k-group listing.
+* start-up: a client that answers DescribeCluster (Java: including the client JVM's start, as
+  `run` and `capture` pay it, and opening one in a running JVM), and the resident memory of that
+  JVM after the 100k-group listing.
 
 Medians of ``--rounds``, wall clock (the calls wait on the broker).
 """

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from lab.synthetic import settings, synthetic_groups
 from state import codec
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 
 

@@ -25,13 +25,13 @@ from collections.abc import Callable
 from lab.synthetic import (
     RENDERER,
     STATE_SETTINGS,
-    FakeMirror,
+    exporter,
     settings,
     synthetic_groups,
 )
 from state import codec
 from state.snapshot import summary
-from streaming.serving.metrics import exposition, metrics_for
+from streaming.serving.metrics import exposition
 from streaming.serving.store import SnapshotStore
 
 
@@ -74,13 +74,12 @@ def main() -> int:
     )
     body = b""
     for name, overrides in cases:
-        mirror = FakeMirror(settings(**overrides), store)
-        mirror.offset_config = STATE_SETTINGS  # what Mirror builds once
+        mirror = exporter(settings(**overrides), store)  # the real exporter, as Mirror wires it
         scrape = lambda: exposition(mirror)[0]  # noqa: B023, E731
         _, first_wall, first_cpu = timed(scrape)
         repeats = [timed(scrape) for _ in range(3)]
         body = repeats[-1][0]
-        series = metrics_for(mirror).last_series
+        series = mirror.last_series
         line = (
             f"{name:24} {series:>10,} {len(body) / 1e6:>7.1f} {first_wall:>11.2f}s ({first_cpu:.2f}s)"
             f" {min(r[1] for r in repeats):>7.2f}s ({min(r[2] for r in repeats):.2f}s)"

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
+from streaming.health.lag import NO_OWNER, snapshot_owners
 from streaming.serving.catalogue import (
     EXPIRY_WINDOWS,
     GROUP_COUNTERS,
@@ -28,8 +29,7 @@ from streaming.serving.catalogue import (
     PARTITION_METRICS,
     MetricDef,
 )
-from streaming.serving.lag import NO_OWNER, snapshot_owners
-from streaming.serving.metrics import MirrorMetrics, Samples, metrics_for
+from streaming.serving.metrics import MirrorMetrics, Samples
 
 _MODERN = frozenset({"consumer", "share", "streams"})
 
@@ -120,15 +120,14 @@ def _family(m: MetricDef) -> Metric:
 
 
 class SnapshotCollector:
-    def __init__(self, mirror: Any) -> None:
-        self.mirror = mirror
-        self.metrics: MirrorMetrics = metrics_for(mirror)
+    def __init__(self, metrics: MirrorMetrics) -> None:
+        self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
         now_ms = int(time.time() * 1000)
         metrics = self.metrics
         c = metrics.cluster
-        store = self.mirror.store
+        store = metrics.store
         snaps = [s for gid, _ in store.states() if (s := store.group(gid)) is not None]
         rows = [group_rows(s, now_ms, metrics.behind_ms) for s in snaps]
         for m in GROUP_METRICS:
@@ -169,7 +168,7 @@ class SnapshotCollector:
                 yield metric
 
 
-def registry_for(mirror: Any) -> CollectorRegistry:
+def registry_for(mirror: MirrorMetrics) -> CollectorRegistry:
     """A prometheus_client registry over the mirror's series, derived from the rendered snapshots."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(mirror))

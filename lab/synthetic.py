@@ -2,10 +2,9 @@
 
 Groups are built the way the mirror builds them: typed `decoders` records (the state tests'
 `Log` builder) folded by `state.replay.fold`, then applied to a real `SnapshotStore` as the query's
-sink applies them -- state bytes (`state.codec`) and summary.  `FakeMirror` has exactly what the
-exporter reads from `streaming.app.mirror.Mirror`: settings, offset_config, store, observed,
-progress_history, health(), and the lag tracker, Burrow evaluator and lag exporter
-(`FakeMirror.feed_lag` feeds them).
+sink applies them -- state bytes (`state.codec`) and summary.  `exporter` builds the real exporter
+(`streaming.serving.metrics.MirrorMetrics`) over the real inputs `streaming.app.mirror.Mirror`
+hands it: store, run status, lag exporter (`feed_lag` feeds its tracker and Burrow evaluator).
 """
 
 from __future__ import annotations
@@ -20,10 +19,12 @@ from state.config import OffsetConfig
 from state.model import Group
 from state.replay import fold
 from state.snapshot import summary
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
+from streaming.serving.metrics import MirrorMetrics
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
@@ -34,55 +35,66 @@ STATE_SETTINGS = OffsetConfig(retention_ms=7 * DAY, semantics="4.x", confirm_gra
 RENDERER = snapshot_renderer(STATE_SETTINGS, "uniform")
 
 
-class FakeMirror:
-    def __init__(self, settings: Settings, store: SnapshotStore | None = None) -> None:
-        self.settings = settings
-        self.offset_config = STATE_SETTINGS
-        self.store = store if store is not None else SnapshotStore(renderer=RENDERER)
-        self.observed: dict[str, int] = {}
-        self.progress_history: list[dict[str, Any]] = []
-        self.healthy = True
-        # lag and consumer health, as `Mirror` wires them (fed by `feed_lag`)
-        self.lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
-        self.burrow = Burrow(self.lag, settings.cluster_name, settings.burrow_intervals, 0)
-        self.lag_exporter = LagExporter(self.lag, self.burrow, settings)
-        self.share_store = ShareStateStore()  # __share_group_state's groups (none here)
+def exporter(settings: Settings, store: SnapshotStore | None = None) -> MirrorMetrics:
+    """The real exporter over real inputs, wired as `Mirror` wires them: a store, a run status
+    (observed counts, progress history; no query: healthy while no failure is recorded), the lag
+    tracker, Burrow evaluator and lag exporter (`feed_lag` feeds them), an empty share store."""
+    lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
+    burrow = Burrow(lag, settings.cluster_name, settings.burrow_intervals, 0)
+    return MirrorMetrics(
+        settings,
+        STATE_SETTINGS,
+        store if store is not None else SnapshotStore(renderer=RENDERER),
+        RunStatus(),
+        lag=LagExporter(lag, burrow, settings),
+        share=ShareStateStore(),
+    )
 
-    def feed_lag(
-        self, groups: Iterable[Group], deleted_topics: Iterable[str] = (), denied_topics: Iterable[str] = ()
-    ) -> None:
-        """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
-        (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster,
-        ``denied_topics`` not readable by the mirror's principal) and one evaluation: every lag
-        family gets samples."""
-        views = self.lag.apply_groups((g.group_id, g) for g in groups)
-        self.burrow.history.record(views, self.lag)
-        gone = frozenset(deleted_topics)
-        denied = frozenset(denied_topics)
-        wanted = sorted(tp for tp in self.lag.wanted() if tp[0] not in gone | denied)
-        now_ms = int(time.time() * 1000)
-        for k, at_ms in enumerate((now_ms - 10_000, now_ms)):
-            end = 2000 + 100 * k
-            parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
-            self.lag.apply_round(
-                LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4, denied_topics=denied)
-            )
-        self.burrow.evaluate_all(now_ms)
 
-    def health(self) -> tuple[bool, dict[str, Any]]:
-        return self.healthy, {}
+def tracker_of(m: MirrorMetrics) -> tuple[LagTracker, Burrow]:
+    """The lag tracker and Burrow evaluator behind an `exporter`."""
+    assert m.lag is not None and m.lag.burrow is not None
+    return m.lag.tracker, m.lag.burrow
 
-    def add_progress(self, batch_id: int, input_rows: int, trigger_ms: int, **phases: int) -> None:
-        self.progress_history.append(
-            {
-                "batch_id": batch_id,
-                "input_rows": input_rows,
-                "duration_ms": {"triggerExecution": trigger_ms, **phases},
-                "timestamp": "",
-                "state_rows": [len(self.store)],
-                "state_bytes": [1000 * len(self.store)],
-            }
+
+def feed_lag(
+    m: MirrorMetrics,
+    groups: Iterable[Group],
+    deleted_topics: Iterable[str] = (),
+    denied_topics: Iterable[str] = (),
+) -> None:
+    """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
+    (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster,
+    ``denied_topics`` not readable by the mirror's principal) and one evaluation: every lag
+    family gets samples."""
+    lag, burrow = tracker_of(m)
+    views = lag.apply_groups((g.group_id, g) for g in groups)
+    burrow.history.record(views, lag)
+    gone = frozenset(deleted_topics)
+    denied = frozenset(denied_topics)
+    wanted = sorted(tp for tp in lag.wanted() if tp[0] not in gone | denied)
+    now_ms = int(time.time() * 1000)
+    for k, at_ms in enumerate((now_ms - 10_000, now_ms)):
+        end = 2000 + 100 * k
+        parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
+        lag.apply_round(
+            LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4, denied_topics=denied)
         )
+    burrow.evaluate_all(now_ms)
+
+
+def add_progress(m: MirrorMetrics, batch_id: int, input_rows: int, trigger_ms: int, **phases: int) -> None:
+    """One completed batch into the run status, as the progress follower adds it."""
+    m.run.add_batch(
+        {
+            "batch_id": batch_id,
+            "input_rows": input_rows,
+            "duration_ms": {"triggerExecution": trigger_ms, **phases},
+            "timestamp": "",
+            "state_rows": [len(m.store)],
+            "state_bytes": [1000 * len(m.store)],
+        }
+    )
 
 
 def settings(**overrides: Any) -> Settings:

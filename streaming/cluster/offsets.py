@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from decoders.uuids import canonical_uuid
 from streaming.cluster.groups import TOPIC_AUTHORIZATION_FAILED, ClusterClient
 from streaming.cluster.jvm import KafkaCallError
-from streaming.serving.lag import LogOffsets, PartitionEnds
+from streaming.health.lag import LogOffsets, PartitionEnds
 
 log = logging.getLogger("coordinator_mirror.offsets")
 

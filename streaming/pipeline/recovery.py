@@ -173,3 +173,22 @@ def write_checkpoint_meta(spark: SparkSession, checkpoint: str, meta: dict[str, 
         out.write(bytearray(json.dumps(meta, sort_keys=True).encode()))
     finally:
         out.close()
+
+
+class SparkCheckpointFiles:
+    """The checkpoint's ``mirror.json`` and committed position, read and written through the
+    session's Hadoop file system (`streaming.app.drift.CheckpointFiles`)."""
+
+    def __init__(self, spark: SparkSession, checkpoint: str, topic: str) -> None:
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.topic = topic
+
+    def read_meta(self) -> dict[str, Any] | None:
+        return read_checkpoint_meta(self.spark, self.checkpoint)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        write_checkpoint_meta(self.spark, self.checkpoint, meta)
+
+    def committed_offsets(self) -> dict[int, int] | None:
+        return read_committed_offsets(self.spark, self.checkpoint, self.topic)

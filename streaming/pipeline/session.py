@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -28,9 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.jars import localfs_jar, spark_kafka_jars
 from streaming.pipeline import worker_tune
+from streaming.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger("coordinator_mirror")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -294,3 +298,50 @@ def warm_python_workers(spark: SparkSession) -> None:
     in a thread while the driver talks to the cluster, so the cost overlaps the startup."""
     n = max(1, spark.sparkContext.defaultParallelism)
     spark.range(0, n, 1, n).mapInArrow(_warm, "id long").collect()
+
+
+def mirror_session(settings: Settings, java_options: Sequence[str]) -> SparkSession:
+    """The mirror's own session: shuffle partitions, no UI, ``spark_conf`` on top, and what the
+    Kafka clients of Spark's source need of their JVMs (``java_options``: the OAUTHBEARER token
+    endpoint allowed, a krb5.conf ...), on executors started elsewhere too."""
+    s = settings
+    conf = {
+        "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
+        "spark.ui.enabled": "false",
+        **s.spark_conf,
+    }
+    flags = " ".join(java_options)
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        if flags:
+            conf[key] = f"{conf[key]} {flags}" if conf.get(key) else flags
+    return build_session(
+        master=s.spark_master,
+        jars=s.spark_jars,
+        packages=s.spark_packages,
+        conf=conf,
+        log_format=s.log_format,
+    )
+
+
+def add_plugin_jars(spark: SparkSession, jars: Sequence[str]) -> None:
+    """ADD JAR: into the session's class loader, through which the source's driver-side consumer
+    loads the classes its options name, and to the executors (spark.jars would reach only the
+    executors)."""
+    for jar in jars:
+        spark.sql(f"ADD JAR '{jar}'")
+
+
+def warm_in_background(spark: SparkSession) -> threading.Thread:
+    """Python workers started while the driver talks to the cluster (`warm_python_workers`), on
+    the ``mirror-warm-up`` thread (joined before the query's first start); a failure here only
+    costs the first batch its warm start."""
+
+    def warm() -> None:
+        try:
+            warm_python_workers(spark)
+        except Exception:
+            log.debug("warming the Python workers failed", exc_info=True)
+
+    thread = threading.Thread(target=warm, name="mirror-warm-up", daemon=True)
+    thread.start()
+    return thread

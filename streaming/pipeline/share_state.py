@@ -14,10 +14,12 @@ nothing while share groups are idle.
       -> groupBy(group_id).applyInPandasWithState(fold_share)     state: `state.share` bytes
       -> foreachBatch(ShareSink)        `streaming.serving.share.ShareStateStore`, GET /errors
 
-`ShareStateMirror.attach(mirror)` wires it into a running `Mirror` (a thread that waits for the
+`ShareStateMirror.attach(...)` wires it beside the mirror's query (a thread that waits for the
 topic, starts the query from its own checkpoint -- ``<checkpoint_location>/share-group-state`` --
 and restarts it after a failure; the lag reader's share-partitions; the ``share_state`` of
-``GET /groups/{id}``); the exporter renders the share metrics from ``mirror.share_store``.  It does
+``GET /groups/{id}``); the exporter renders the share metrics from the same `ShareStateStore`.
+Its collaborators are handed in by the composition root (`streaming.app.mirror`): the session,
+the stores, the lag tracker and the cluster's log offsets (`streaming.cluster.groups`).  It does
 not gate ``/ready``.
 """
 
@@ -27,7 +29,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
@@ -37,8 +39,10 @@ import pyarrow as pa
 from decoders import decode_share_state_record
 from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
+from streaming.health.lag import LagTracker
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
+from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -49,6 +53,8 @@ log = logging.getLogger("coordinator_mirror.share_state")
 
 TOPIC: Final = "__share_group_state"
 QUERY_NAME: Final = "coordinator_mirror_share_state"
+#: a topic's (log start, log end) offsets per partition (`streaming.cluster.groups.ClusterClient`)
+PartitionOffsets = Callable[[str], tuple[dict[int, int], dict[int, int]]]
 CHECKPOINT_DIR: Final = "share-group-state"
 PACKED_DDL: Final = "group_id string, packed binary"
 STATE_DDL: Final = "version int, blob binary"
@@ -232,10 +238,20 @@ def recover(spark: SparkSession, settings: Settings) -> list[tuple[str, bytes, d
 class ShareStateMirror:
     """The share-state query's lifecycle beside a `Mirror`: wait for the topic, start, restart."""
 
-    def __init__(self, mirror: Any) -> None:
-        self.mirror = mirror
-        self.settings: Settings = mirror.settings
-        self.store: ShareStateStore = mirror.share_store
+    def __init__(
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        store: ShareStateStore,
+        groups: SnapshotStore,
+        partition_offsets: PartitionOffsets,
+    ) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.store = store
+        #: the mirror's store (undecodable records of the topic go to its ``GET /errors``)
+        self.groups = groups
+        self.partition_offsets = partition_offsets
         self.query: StreamingQuery | None = None
         self.failure: str | None = None
         self.restarts = 0
@@ -244,13 +260,21 @@ class ShareStateMirror:
         self._thread = threading.Thread(target=self._run, name="mirror-share-state", daemon=True)
 
     @classmethod
-    def attach(cls, mirror: Any) -> ShareStateMirror | None:
-        """Wire the share-state query into a started `Mirror` (None: off, or not a Kafka source)."""
-        s = mirror.settings
-        if not (s.share_state_enabled and s.source == "kafka"):
+    def attach(
+        cls,
+        settings: Settings,
+        spark: SparkSession,
+        store: ShareStateStore,
+        groups: SnapshotStore,
+        lag: LagTracker,
+        *,
+        partition_offsets: PartitionOffsets | None,
+    ) -> ShareStateMirror | None:
+        """Wire the share-state query beside the mirror's (None: off, or not a Kafka source)."""
+        s = settings
+        if not (s.share_state_enabled and s.source == "kafka") or partition_offsets is None:
             return None
-        self = cls(mirror)
-        lag = mirror.lag
+        self = cls(settings, spark, store, groups, partition_offsets)
 
         def names() -> dict[str, str]:
             return dict(lag.topic_names)
@@ -260,7 +284,7 @@ class ShareStateMirror:
             return {} if r is None else {tp: e.high_watermark for tp, e in r.partitions.items()}
 
         lag.also_wanted.append(lambda: self.store.wanted(names()))
-        mirror.store.share_state = lambda gid: (
+        groups.share_state = lambda gid: (
             None if (blob := self.store.blob(gid)) is None else share_view(blob, names(), ends())
         )
         self._thread.start()
@@ -270,13 +294,17 @@ class ShareStateMirror:
         """``__share_group_state``'s partitions (None: no share group initialised one yet, or the
         principal may not Describe the topic -- said once)."""
         try:
-            n = self.mirror.cluster.topic_partitions(TOPIC)
+            _, ends = self.partition_offsets(TOPIC)
         except PermissionError as exc:  # the cluster client's TopicAuthorizationError
             if not self._denied:
                 log.warning("share groups' delivery state not read: %s (Describe and Read on %s)", exc, TOPIC)
                 self._denied = True
             return None
-        return list(range(n)) if n else None
+        except Exception as exc:
+            if "UnknownTopicOrPartition" in str(exc) or "LeaderNotAvailable" in str(exc):
+                return None  # no share group initialised a share-partition yet
+            raise
+        return sorted(ends) or None
 
     def _run(self) -> None:
         s = self.settings
@@ -304,12 +332,12 @@ class ShareStateMirror:
                     next_check = now + s.topic_wait_interval_s
                     continue
                 if not recovered:
-                    n = self.store.load(recover(self.mirror.spark, s))
+                    n = self.store.load(recover(self.spark, s))
                     recovered = True
                     if n:
                         log.info("recovered %d share groups from %s", n, checkpoint_of(s))
-                sink = ShareSink(self.store, self.mirror.store)
-                self.query = start_query(self.mirror.spark, s, sink, partitions)
+                sink = ShareSink(self.store, self.groups)
+                self.query = start_query(self.spark, s, sink, partitions)
                 self.failure = None
                 log.info("share-state query started (%s, %d partitions)", TOPIC, len(partitions))
             except Exception:  # never fatal for the mirror: retried

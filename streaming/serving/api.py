@@ -51,7 +51,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
 from streaming.serving.insights import with_commit_rate
-from streaming.serving.lag import resolve_topic_ids
+from streaming.serving.render import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")

@@ -13,11 +13,11 @@ import math
 import re
 import threading
 import time
-from typing import Any
 
+from streaming.health.lag import LagTracker, PartitionLag, iter_lag
 from streaming.serving.burrow import Burrow
 from streaming.serving.catalogue import LAG_METRICS, MetricDef
-from streaming.serving.lag import LagTracker, PartitionLag, iter_lag
+from streaming.settings import Settings
 
 
 def _esc(value: str) -> str:
@@ -39,7 +39,7 @@ def _header(m: MetricDef) -> str:
 
 
 class LagExporter:
-    def __init__(self, tracker: LagTracker, burrow: Burrow | None, settings: Any) -> None:
+    def __init__(self, tracker: LagTracker, burrow: Burrow | None, settings: Settings) -> None:
         self.tracker = tracker
         self.burrow = burrow
         self.settings = settings
@@ -164,9 +164,3 @@ def _partition_labels(g: str, x: PartitionLag) -> str:
         f'{g},topic="{_esc(x.topic)}",partition="{x.partition}",member_host="{_esc(o.member_host)}",'
         f'consumer_id="{_esc(o.consumer_id)}",client_id="{_esc(o.client_id)}"'
     )
-
-
-def lag_exposition(mirror: Any) -> bytes:
-    """The lag families for ``GET /metrics`` (empty when the mirror reads no lag)."""
-    exporter: LagExporter | None = getattr(mirror, "lag_exporter", None)
-    return b"" if exporter is None else exporter.exposition()

@@ -10,7 +10,7 @@ says which (``assignor_source``).  Classic groups: the assignor is the selected 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from state import codec
@@ -48,3 +48,27 @@ def snapshot_renderer(
         return out
 
     return render
+
+
+def resolve_topic_ids(snapshot: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A snapshot with topic ids the log never named replaced by the cluster's names (members'
+    assignments, pending revocations, targets, offsets), for ``GET /groups/{id}``."""
+    if not names:
+        return snapshot
+
+    def fix(a: Any) -> Any:
+        if not isinstance(a, list):
+            return a
+        return [{**x, "topic": names.get(x.get("topic"), x.get("topic"))} for x in a]
+
+    out = dict(snapshot)
+    members = snapshot.get("members")
+    if isinstance(members, list):
+        out["members"] = [
+            {**m, **{k: fix(m.get(k)) for k in ("assignment", "pending_revocation", "target_assignment")}}
+            for m in members
+        ]
+    offsets = snapshot.get("offsets")
+    if isinstance(offsets, list):
+        out["offsets"] = [{**o, "topic": names.get(o["topic"], o["topic"])} for o in offsets]
+    return out

@@ -25,7 +25,7 @@ import schemathesis
 import yaml
 from hypothesis import HealthCheck, settings
 
-from lab.synthetic import RENDERER, FakeMirror
+from lab.synthetic import RENDERER, exporter, feed_lag, tracker_of
 from lab.synthetic import settings as mirror_settings
 from state import codec
 from streaming.serving.api import OPENAPI_PATH, Credentials, MirrorHTTPServer, routes
@@ -67,12 +67,13 @@ def _metrics() -> tuple[bytes, str]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[MirrorHTTPServer]:
-    mirror = FakeMirror(mirror_settings(), _store())
-    mirror.feed_lag(codec.decode(blob) for _, blob in mirror.store.states())
+    mirror = exporter(mirror_settings(), _store())
+    feed_lag(mirror, (codec.decode(blob) for _, blob in mirror.store.states()))
+    lag, burrow = tracker_of(mirror)
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
     srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, metrics=_metrics, request_timeout_s=1.0,
                            idle_timeout_s=1.0,
-                           lag_route=lambda path: lag_route(mirror.lag, mirror.burrow, path, now_ms()),
+                           lag_route=lambda path: lag_route(lag, burrow, path, now_ms()),
                            ).start()  # fmt: skip
     yield srv
     srv.stop()
@@ -127,7 +128,7 @@ def test_burrow_paths_answer_burrow_envelopes(server: MirrorHTTPServer) -> None:
 
 def test_burrow_topic_and_admin_paths(server: MirrorHTTPServer) -> None:
     """Burrow's topic paths answer from the round's log ends (high watermark 2100 after
-    `FakeMirror.feed_lag`), its admin paths answer text as Burrow's do."""
+    `synthetic.feed_lag`), its admin paths answer text as Burrow's do."""
     status, _, body = request(f"{server.url}/v3/kafka/synthetic/topic")
     topics = json.loads(body)["topics"]
     assert status == 200 and topics == sorted(f"{g}.t0" for g in WEIRD_IDS)
@@ -260,11 +261,11 @@ def test_gzip_when_accepted(server: MirrorHTTPServer) -> None:
 def test_openmetrics_negotiated_when_enabled() -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from lab.synthetic import FakeMirror, filled_store
+    from lab.synthetic import exporter, filled_store
     from lab.synthetic import settings as mirror_settings
     from streaming.serving.metrics import exposition, openmetrics_exposition
 
-    mirror = FakeMirror(mirror_settings(), filled_store(20, 3))
+    mirror = exporter(mirror_settings(), filled_store(20, 3))
     srv = MirrorHTTPServer(
         ("127.0.0.1", 0), mirror.store, metrics=lambda: exposition(mirror),
         openmetrics=lambda: openmetrics_exposition(mirror),

@@ -7,26 +7,34 @@ import math
 
 import pytest
 
-from lab.synthetic import FakeMirror, abandoning_classic, settings, stable_classic, to_store_row
+from lab.synthetic import (
+    abandoning_classic,
+    exporter,
+    feed_lag,
+    settings,
+    stable_classic,
+    to_store_row,
+    tracker_of,
+)
 from state import events as ev
 from state.timing import phases
 from streaming.pipeline.adapter import event_tally
 from streaming.pipeline.sinks import batch_tallies
 from streaming.serving.catalogue import REBALANCE_DURATION_BUCKETS
-from streaming.serving.metrics import exposition
+from streaming.serving.metrics import MirrorMetrics, exposition
 from tests.support.exposition import parse, series, value
 
 
 @pytest.fixture(scope="module")
-def left() -> FakeMirror:
+def left() -> MirrorMetrics:
     groups = (abandoning_classic("left-g"), stable_classic("calm-g", 4))
-    m = FakeMirror(settings(commit_behind_s=30))
+    m = exporter(settings(commit_behind_s=30))
     m.store.apply(0, [to_store_row(g) for g in groups])
-    m.feed_lag(groups)
+    feed_lag(m, groups)
     return m
 
 
-def test_last_rebalance_per_phase(left: FakeMirror) -> None:
+def test_last_rebalance_per_phase(left: MirrorMetrics) -> None:
     s = parse(exposition(left)[0])
     snap = left.store.group("left-g")
     assert snap is not None
@@ -44,7 +52,7 @@ def test_last_rebalance_per_phase(left: FakeMirror) -> None:
     assert len(series(s, "coordinator_mirror_group_rebalance_duration_seconds", group="left-g")) == 1
 
 
-def test_commit_rhythm(left: FakeMirror) -> None:
+def test_commit_rhythm(left: MirrorMetrics) -> None:
     s = parse(exposition(left)[0])
     # 12 commits of a.t and 12 of old.t, 5 s apart: one point per 5 s bucket; the old commits of
     # the abandoned topic do not count as a partition behind
@@ -62,7 +70,7 @@ def test_commit_rhythm(left: FakeMirror) -> None:
     assert not series(s, "coordinator_mirror_group_commits_per_second", group="calm-g")
 
 
-def test_abandoned_offsets_and_their_lag_apart(left: FakeMirror) -> None:
+def test_abandoned_offsets_and_their_lag_apart(left: MirrorMetrics) -> None:
     s = parse(exposition(left)[0])
     assert value(s, "coordinator_mirror_group_abandoned_offsets", group="left-g", topic="old.t") == 1
     snap = left.store.group("left-g")
@@ -79,7 +87,7 @@ def test_abandoned_offsets_and_their_lag_apart(left: FakeMirror) -> None:
     assert value(s, "kafka_consumergroup_group_max_lag", group="left-g") == 2100 - 21
     assert value(s, "kafka_consumergroup_group_sum_lag", group="left-g") == 2100 - 21
     assert not series(s, "kafka_consumergroup_group_topic_sum_lag", group="left-g", topic="old.t")
-    rows = left.lag.group_lag("left-g")
+    rows = tracker_of(left)[0].group_lag("left-g")
     assert rows is not None and {(r.topic, r.abandoned) for r in rows} == {("a.t", False), ("old.t", True)}
     assert not series(s, "coordinator_mirror_group_abandoned_offsets", group="calm-g")
 
@@ -94,7 +102,7 @@ def test_the_rebalance_histogram_from_timed_events() -> None:
             "c", 0, 3, 3, kind="consumer", generation=3, started_ms=0, assigned_ms=0, stable_ms=2_000
         ),
     ]
-    m = FakeMirror(settings())
+    m = exporter(settings())
     m.store.add_tallies(batch_tallies([event_tally(e) for e in events], []))
     s = parse(exposition(m)[0])
     name = "coordinator_mirror_rebalance_duration_seconds"

@@ -5,8 +5,8 @@ its members still subscribe to it; the ``/groups/{id}/lag`` 404 reasons."""
 from __future__ import annotations
 
 from lab.synthetic import settings, stable_classic
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow, lag_route
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 
 GID = "g-del"

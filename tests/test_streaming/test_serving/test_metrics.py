@@ -21,14 +21,17 @@ from lab.records import HOUR, MIN, Log, cm
 from lab.synthetic import (
     RENDERER,
     STATE_SETTINGS,
-    FakeMirror,
     abandoning_classic,
+    add_progress,
     empty_classic,
+    exporter,
+    feed_lag,
     filled_store,
     kip848,
     settings,
     stable_classic,
     to_store_row,
+    tracker_of,
 )
 from state import codec
 from state import events as ev
@@ -46,14 +49,14 @@ from streaming.serving.catalogue import (
     reason_label,
     record_type_label,
 )
-from streaming.serving.metrics import GroupNumbers, exposition, metrics_for
+from streaming.serving.metrics import GroupNumbers, MirrorMetrics, exposition
 from tests.support.exposition import parse, series, value
 
 
-def mirror_with(*groups: Any, **overrides: Any) -> FakeMirror:
-    m = FakeMirror(settings(**overrides))
+def mirror_with(*groups: Any, **overrides: Any) -> MirrorMetrics:
+    m = exporter(settings(**overrides))
     m.store.apply(0, [to_store_row(g) for g in groups])
-    m.feed_lag(groups)
+    feed_lag(m, groups)
     return m
 
 
@@ -100,7 +103,7 @@ def test_every_group_counter_is_a_state_counter() -> None:
 
 # ------------------------------------------------------------------------------ the exposition
 @pytest.fixture(scope="module")
-def mixed() -> FakeMirror:
+def mixed() -> MirrorMetrics:
     weird = stable_classic('we"ird\\grp\nü', 3)
     groups = (
         stable_classic("stable-g", 6),
@@ -109,33 +112,35 @@ def mixed() -> FakeMirror:
         weird,
         abandoning_classic("left-g"),
     )
-    m = FakeMirror(settings())
+    m = exporter(settings())
     m.store.apply(0, [to_store_row(g) for g in groups])
     # empty-g's topic: the deleted-topic series; one of stable-g's the mirror may not read
-    m.feed_lag(groups, deleted_topics={"e"}, denied_topics={"stable-g.t1"})
-    m.observed = {
-        "records": 120,
-        "rows": 60,
-        "commits": 90,
-        "offset_tombstones": 3,
-        "errors": 2,
-        "unknown": 1,
-        "type_1": 93,
-        "type_1_v3": 80,
-        "type_1_v4": 10,
-        "type_2": 20,
-        "type_2_v3": 20,
-        "type_5": 4,
-    }
-    m.add_progress(0, 100, 1500, addBatch=1200, queryPlanning=100)
-    m.add_progress(1, 20, 300, addBatch=200)
+    feed_lag(m, groups, deleted_topics={"e"}, denied_topics={"stable-g.t1"})
+    m.run.add_observed(
+        {
+            "records": 120,
+            "rows": 60,
+            "commits": 90,
+            "offset_tombstones": 3,
+            "errors": 2,
+            "unknown": 1,
+            "type_1": 93,
+            "type_1_v3": 80,
+            "type_1_v4": 10,
+            "type_2": 20,
+            "type_2_v3": 20,
+            "type_5": 4,
+        }
+    )
+    add_progress(m, 0, 100, 1500, addBatch=1200, queryPlanning=100)
+    add_progress(m, 1, 20, 300, addBatch=200)
     m.store.readiness.targets = {0: 100, 1: 50}
     m.store.readiness.latest = {0: 110, 1: 50}
     m.store.readiness.update({0: 90, 1: 50})
     return m
 
 
-def test_both_renderers_parse_and_agree_sample_for_sample(mixed: FakeMirror) -> None:
+def test_both_renderers_parse_and_agree_sample_for_sample(mixed: MirrorMetrics) -> None:
     # the lag families have one renderer (`streaming.serving.lag_metrics`): compared to the catalogue below
     lag = {m.name for m in CATALOGUE if m.scope == "lag"}
     fast = {k: v for k, v in parse(exposition(mixed)[0]).items() if k[0] not in lag}
@@ -150,7 +155,7 @@ def test_both_renderers_parse_and_agree_sample_for_sample(mixed: FakeMirror) -> 
     assert not set(slow) & {k for k in parse(exposition(mixed)[0]) if k[0] in lag}
 
 
-def test_exposition_matches_the_catalogue(mixed: FakeMirror) -> None:
+def test_exposition_matches_the_catalogue(mixed: MirrorMetrics) -> None:
     body, content_type = exposition(mixed)
     assert content_type.startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
@@ -168,7 +173,7 @@ def test_exposition_matches_the_catalogue(mixed: FakeMirror) -> None:
         assert dict(labels)["cluster_name"] == "synthetic"
 
 
-def test_per_group_values(mixed: FakeMirror) -> None:
+def test_per_group_values(mixed: MirrorMetrics) -> None:
     s = parse(exposition(mixed)[0])
     snap = mixed.store.group("stable-g")
     assert snap is not None
@@ -221,7 +226,7 @@ def test_per_group_values(mixed: FakeMirror) -> None:
         )
 
 
-def test_committed_offsets_carry_the_owner_of_the_partition(mixed: FakeMirror) -> None:
+def test_committed_offsets_carry_the_owner_of_the_partition(mixed: MirrorMetrics) -> None:
     """kafka-lag-exporter's owner labels on kafka_consumergroup_group_offset (its
     groupPartitionLabels), from the assignment in the log: KIP-848 members m1 (0, 2), m2 (1);
     partition 3 is committed but not assigned.  Same in both renderers, same as the lag series."""
@@ -244,13 +249,13 @@ def test_committed_offsets_carry_the_owner_of_the_partition(mixed: FakeMirror) -
     assert series(s, "kafka_consumergroup_group_lag", group="k-g", partition="3", **lag_owner)
 
 
-def test_any_group_id_survives_escaping(mixed: FakeMirror) -> None:
+def test_any_group_id_survives_escaping(mixed: MirrorMetrics) -> None:
     for body in (exposition(mixed)[0], generate_latest(registry_for(mixed))):
         s = parse(body)
         assert value(s, "coordinator_mirror_group_members", group='we"ird\\grp\nü') == 2
 
 
-def test_mirror_level_values(mixed: FakeMirror) -> None:
+def test_mirror_level_values(mixed: MirrorMetrics) -> None:
     s = parse(exposition(mixed)[0])
     assert value(s, "coordinator_mirror_records_read_total") == 120
     assert value(s, "coordinator_mirror_records_total", record_type="OFFSET_COMMIT", value_version="3") == 80
@@ -299,10 +304,10 @@ def test_mirror_level_values(mixed: FakeMirror) -> None:
 def test_a_failing_health_check_reads_as_an_unhealthy_query() -> None:
     m = mirror_with(stable_classic("g", 1))
 
-    def broken() -> tuple[bool, dict[str, Any]]:
+    def broken() -> bool:
         raise ConnectionError("py4j gateway is gone")
 
-    m.health = broken  # type: ignore[method-assign]
+    m.run.query_running = broken
     assert value(parse(exposition(m)[0]), "coordinator_mirror_query_healthy") == 0
 
 
@@ -316,7 +321,7 @@ def test_families_from_another_module_follow_the_mirrors_own() -> None:
         calls.append(1)
         return [(lag, [(("synthetic", 'g"1', "t"), 5.0), (("synthetic", "g2", "t"), 7.5)])]
 
-    metrics_for(m).providers.append(provider)
+    m.providers.append(provider)
     for body in (exposition(m)[0], generate_latest(registry_for(m))):
         s = parse(body)
         assert value(s, "test_partition_lag", group='g"1', topic="t") == 5
@@ -328,10 +333,10 @@ def test_families_from_another_module_follow_the_mirrors_own() -> None:
 
 def test_progress_is_folded_once_per_batch() -> None:
     m = mirror_with(stable_classic("g", 1))
-    m.add_progress(5, 10, 100)
+    add_progress(m, 5, 10, 100)
     exposition(m)
     exposition(m)  # the same history again: nothing new
-    m.add_progress(6, 7, 100)
+    add_progress(m, 6, 7, 100)
     s = parse(exposition(m)[0])
     assert value(s, "coordinator_mirror_batches_total") == 2
     assert value(s, "coordinator_mirror_input_rows_total") == 17
@@ -363,12 +368,13 @@ def test_deleted_groups_series_disappear_and_a_recreated_group_starts_over() -> 
     s = parse(exposition(m)[0])
     assert series(s, "coordinator_mirror_group_rebalances_total", group="goes")
     m.store.apply(1, [("goes", None, None)])  # what the sink applies for a deleted group
-    m.burrow.history.record(m.lag.apply_groups([("goes", None)]), m.lag)  # and its lag hook
+    lag, burrow = tracker_of(m)
+    burrow.history.record(lag.apply_groups([("goes", None)]), lag)  # and its lag hook
     for body in (exposition(m)[0], generate_latest(registry_for(m))):
         s = parse(body)
         assert not [k for k in s if dict(k[1]).get("group") == "goes"]
         assert series(s, "coordinator_mirror_group_rebalances_total", group="stays")
-    assert set(metrics_for(m)._views) == {"stays"}  # nothing kept for the deleted group
+    assert set(m._views) == {"stays"}  # nothing kept for the deleted group
     fresh = stable_classic("goes", 2, generation=1)
     m.store.apply(2, [to_store_row(fresh)])
     s = parse(exposition(m)[0])
@@ -378,10 +384,10 @@ def test_deleted_groups_series_disappear_and_a_recreated_group_starts_over() -> 
 def test_views_are_reused_while_the_state_bytes_are_unchanged() -> None:
     m = mirror_with(stable_classic("a", 2), stable_classic("b", 2))
     exposition(m)
-    before = dict(metrics_for(m)._views)
+    before = dict(m._views)
     m.store.apply(1, [to_store_row(stable_classic("b", 3))])
     exposition(m)
-    after = metrics_for(m)._views
+    after = m._views
     assert after["a"] is before["a"] and after["b"] is not before["b"]
 
 
@@ -488,8 +494,8 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
             None,
         )
     )
-    m = FakeMirror(settings())
-    MirrorSink(m.settings, m.store, None)._apply(7, rows)  # type: ignore[arg-type]
+    m = exporter(settings())
+    MirrorSink(settings(), m.store, None)._apply(7, rows)  # type: ignore[arg-type]
     s = parse(exposition(m)[0])
     assert value(s, "coordinator_mirror_events_total", type="rebalance_completed") == 2
     assert value(s, "coordinator_mirror_events_total", type="member_joined") == 2
@@ -503,13 +509,13 @@ def test_scrape_of_a_large_store_is_cheap() -> None:
     (no group changed) several times cheaper.  bench/series.py measures 10k x 50."""
     import time
 
-    m = FakeMirror(settings(), filled_store(2000, 20))
+    m = exporter(settings(), filled_store(2000, 20))
     t0 = time.perf_counter()
     body, _ = exposition(m)
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
     exposition(m)
     again = time.perf_counter() - t0
-    assert metrics_for(m).last_series > 80_000
+    assert m.last_series > 80_000
     assert body.count(b"\n") > 80_000
     assert first < 5.0 and again < first, (first, again)

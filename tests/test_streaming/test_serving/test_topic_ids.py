@@ -25,9 +25,9 @@ from lab.records import Log, tip
 from lab.synthetic import RENDERER, settings, to_store_row
 from state.model import Group
 from state.replay import fold
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.api import MirrorHTTPServer
 from streaming.serving.burrow import Burrow, lag_route
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.store import SnapshotStore
 

@@ -24,7 +24,7 @@ What is reported (docs/monitoring.md, "Lag"):
   sample time minus that.  0 when the committed offset is the newest end; NaN with fewer than
   two points.  Error bound: within the window the true append time of the record at the committed
   offset lies between the two bracketing sample times, so the error is at most one sampling
-  interval (measured in tests/test_streaming/test_lag_live.py and bench/lag.py).
+  interval (measured in tests/test_live/test_lag_live.py and bench/lag.py).
 
 Everything here is a function of its arguments: time is passed in, nothing talks to Kafka.
 """
@@ -476,50 +476,3 @@ class LagTracker:
 def iter_lag(tracker: LagTracker) -> Iterator[tuple[str, GroupOffsets, list[PartitionLag]]]:
     for gid, view in tracker.items():
         yield gid, view, tracker.lag_rows(view)
-
-
-def resolve_topic_ids(snapshot: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
-    """A snapshot with topic ids the log never named replaced by the cluster's names (members'
-    assignments, pending revocations, targets, offsets), for ``GET /groups/{id}``."""
-    if not names:
-        return snapshot
-
-    def fix(a: Any) -> Any:
-        if not isinstance(a, list):
-            return a
-        return [{**x, "topic": names.get(x.get("topic"), x.get("topic"))} for x in a]
-
-    out = dict(snapshot)
-    members = snapshot.get("members")
-    if isinstance(members, list):
-        out["members"] = [
-            {**m, **{k: fix(m.get(k)) for k in ("assignment", "pending_revocation", "target_assignment")}}
-            for m in members
-        ]
-    offsets = snapshot.get("offsets")
-    if isinstance(offsets, list):
-        out["offsets"] = [{**o, "topic": names.get(o["topic"], o["topic"])} for o in offsets]
-    return out
-
-
-def lag_json(rows: list[PartitionLag]) -> list[dict[str, Any]]:
-    def num(x: float) -> float | None:
-        return None if math.isnan(x) else x
-
-    return [
-        {
-            "topic": r.topic,
-            "partition": r.partition,
-            "committed_offset": r.committed,
-            "commit_timestamp_ms": r.commit_ms,
-            "end_offset": r.end,
-            "lag": None if math.isnan(r.lag) else int(r.lag),
-            "lag_seconds": num(r.lag_seconds),
-            "member_host": r.owner.member_host,
-            "consumer_id": r.owner.consumer_id,
-            "client_id": r.owner.client_id,
-            "topic_deleted": r.topic_deleted,
-            "abandoned": r.abandoned,
-        }
-        for r in rows
-    ]

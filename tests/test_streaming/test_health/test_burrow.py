@@ -10,9 +10,8 @@ import pytest
 
 from lab.records import Log
 from state.replay import fold
-from streaming.pipeline.prepare import GroupFilter, filter_packed
-from streaming.serving import burrow as b
-from streaming.serving.lag import (
+from streaming.health import rules as b
+from streaming.health.lag import (
     LagTracker,
     LogOffsets,
     LookupTable,
@@ -20,6 +19,8 @@ from streaming.serving.lag import (
     lag_messages,
     lag_seconds,
 )
+from streaming.pipeline.prepare import GroupFilter, filter_packed
+from streaming.serving.burrow import Burrow
 
 NOW = 100_000
 
@@ -243,9 +244,9 @@ def test_group_status_is_the_worst_capped_at_err(parts: list[int], group: int) -
 
 
 # ------------------------------------------------------------- the window and the ring of ends
-def _burrow(intervals: int = 10) -> tuple[LagTracker, b.Burrow]:
+def _burrow(intervals: int = 10) -> tuple[LagTracker, Burrow]:
     tracker = LagTracker()
-    return tracker, b.Burrow(tracker, "c", intervals, 0)
+    return tracker, Burrow(tracker, "c", intervals, 0)
 
 
 def _round(tracker: LagTracker, at_ms: int, ends: dict[tuple[str, int], int], took_ms: int = 100) -> None:
@@ -253,7 +254,7 @@ def _round(tracker: LagTracker, at_ms: int, ends: dict[tuple[str, int], int], to
     tracker.apply_round(LogOffsets(at_ms, parts, round_seconds=took_ms / 1000))
 
 
-def _commit(tracker: LagTracker, burrow: b.Burrow, offset: int, ts: int, observed: int | None = None) -> None:
+def _commit(tracker: LagTracker, burrow: Burrow, offset: int, ts: int, observed: int | None = None) -> None:
     """Group "g" (a simple group: offsets only) commits ``offset`` at ``ts``, as the sink applies it."""
     log = Log()
     log.commit("g", "t", 0, offset, commit_ts=ts)

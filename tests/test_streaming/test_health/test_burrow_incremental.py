@@ -13,9 +13,9 @@ import pytest
 
 from lab.synthetic import stable_classic
 from state.model import Group
-from streaming.serving import burrow as burrow_module
+from streaming.health import evaluator as burrow_module
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
-from streaming.serving.lag import LagTracker, LogOffsets, PartitionEnds
 
 BEHAVIOURS = ("keeps_up", "slow", "stopped", "stalled", "rewinds", "idle_topic")
 

@@ -1,0 +1,186 @@
+"""Start-up steps of the mirror besides the checkpoint's (`streaming.app.drift`): the driver's
+Kafka client, the output topics, readiness targets, state recovery, and `Beginning` -- readiness,
+recovery and the query's first start, once the topic exists -- plus the supervisor's source check.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from state.config import OffsetConfig
+from streaming.app.errors import client_options_error, first_line
+from streaming.cluster.groups import ClusterClient
+from streaming.cluster.jvm import Jvm, KafkaCallError
+from streaming.pipeline.recovery import recover_snapshots
+from streaming.serving.store import Readiness, SnapshotStore
+from streaming.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streaming.app.lag_loop import LagLoop
+
+log = logging.getLogger("coordinator_mirror")
+
+
+class OutputTopicError(RuntimeError):
+    """An output topic could not be checked or created; names the topic and its setting."""
+
+
+def kafka_words(exc: BaseException) -> str:
+    """``Class: message`` of the innermost Kafka exception in a (py4j) error text."""
+    found = re.findall(r"org\.apache\.kafka\.common\.errors\.(\w+: [^\n]*)", str(exc))
+    return found[-1].strip() if found else str(exc).splitlines()[0]
+
+
+def open_cluster(
+    jvm: Jvm, bootstrap: str, options: dict[str, str], setting: str, secrets: Iterable[str]
+) -> ClusterClient:
+    """An Admin client for ``bootstrap``; a client option Kafka refuses (a bad value, a key store
+    it cannot open) is a `StartupError` naming ``setting`` and the option."""
+    try:
+        return ClusterClient(jvm, bootstrap, options)
+    except KafkaCallError as exc:
+        raise client_options_error(setting, exc, options, secrets, bootstrap=bootstrap) from None
+
+
+def ensure_output_topics(
+    settings: Settings, open_client: Callable[[str, dict[str, str], str], ClusterClient]
+) -> None:
+    """Check (create, when missing) ``events_topic`` and ``offsets_topic`` (compacted)."""
+    s = settings
+    if not (s.events_topic or s.offsets_topic):
+        return
+    bootstrap = s.output_bootstrap()
+    assert bootstrap
+    setting = "output_kafka_options" if s.output_kafka_options else "kafka_options"
+    client = open_client(bootstrap, s.output_options(), setting)
+    try:
+        for name, topic, compacted in (
+            ("events_topic", s.events_topic, False),
+            ("offsets_topic", s.offsets_topic, True),
+        ):
+            if not topic:
+                continue
+            try:
+                created = client.ensure_topic(topic, compacted=compacted)
+            except Exception as exc:
+                # Kafka's own words, then which topic and setting: its message names neither
+                # when a missing topic cannot be created (e.g. no Write and no Create ACL)
+                raise OutputTopicError(f"{kafka_words(exc)} (output topic {topic}, setting {name})") from exc
+            if created:
+                log.info("created output topic %s%s", topic, " (compacted)" if compacted else "")
+    finally:
+        client.close()
+
+
+def init_readiness(topic: str, cluster: ClusterClient, readiness: Readiness) -> None:
+    """The catch-up targets: the topic's end offsets now (ready at once when it is empty)."""
+    starts, ends = cluster.partition_offsets(topic)
+    r = readiness
+    r.starts, r.targets, r.latest = dict(starts), dict(ends), dict(ends)
+    log.info(
+        "%s: %d partitions, %d records (log positions) to catch up with",
+        topic,
+        len(ends),
+        sum(ends[p] - starts.get(p, 0) for p in ends),
+    )
+    if all(ends[p] <= starts.get(p, 0) for p in ends):
+        r.mark_ready()
+
+
+def recover_store(
+    spark: SparkSession, settings: Settings, config: OffsetConfig, store: SnapshotStore, lag: LagLoop
+) -> int:
+    """After a restart, rebuild the driver's snapshots from the checkpointed state store (on the
+    executors), so the API and metrics are complete before the first new batch."""
+    started = time.monotonic()
+    rows = recover_snapshots(spark, settings, config)
+    if rows is None:
+        return 0
+    found = list(rows)
+    recovered = [(gid, blob, summ) for gid, blob, summ, _q in found if blob is not None and summ]
+    n = store.load(recovered)
+    lag.apply((gid, blob) for gid, blob, _ in recovered)
+    store.quarantine(
+        {"group_id": gid, "error_type": "unknown", "message": q, "phase": "recovery"}
+        for gid, _b, _s, q in found
+        if q is not None
+    )
+    log.info("recovered %d groups from the checkpoint in %.1fs", n, time.monotonic() - started)
+    return n
+
+
+class Beginning:
+    """Readiness targets, recovery and the query's first start -- if the topic and its partitions
+    are known (`try_begin` None: not yet; the supervisor tries again)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SnapshotStore,
+        cluster: ClusterClient | None,
+        *,
+        recover: Callable[[], int],
+        start_query: Callable[[], StreamingQuery],
+        warming: threading.Thread | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.cluster = cluster
+        self.recover = recover
+        self.start_query = start_query
+        self.warming = warming
+        self.recovered_groups = 0
+
+    def try_begin(self) -> StreamingQuery | None:
+        s = self.settings
+        status = self.store.status
+        if s.source == "kafka":
+            assert self.cluster is not None
+            if self.cluster.topic_partitions(s.topic) is None:
+                status.waiting_reason = f"waiting for {s.topic}"
+                return None
+            try:
+                init_readiness(s.topic, self.cluster, self.store.readiness)
+            except Exception as exc:  # the topic vanished or lost its leaders between the two calls
+                if "UnknownTopicOrPartition" in str(exc) or "LeaderNotAvailable" in str(exc):
+                    status.waiting_reason = f"waiting for {s.topic}"
+                    return None
+                raise
+        self.recovered_groups = self.recover()
+        if self.warming is not None:
+            self.warming.join(60)
+        query = self.start_query()
+        status.waiting_reason = None
+        return query
+
+
+class SourceCheck:
+    """Does the cluster answer (a metadata request for the topic)?  A missing topic is not an
+    outage: a new cluster has none until the first group commits."""
+
+    def __init__(self, cluster: ClusterClient, topic: str, store: SnapshotStore) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.store = store
+
+    def __call__(self) -> None:
+        status = self.store.status
+        error: str | None = None
+        try:
+            self.cluster.topic_partitions(self.topic)
+        except Exception as exc:
+            error = first_line(f"{type(exc).__name__}: {exc}")
+        if error is None and not status.source_up:
+            log.info("the Kafka cluster answers again")
+        elif error is not None and status.source_up:
+            log.warning("the Kafka cluster does not answer: %s", error)
+        status.source_up = error is None
+        status.source_error = error

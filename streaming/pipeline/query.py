@@ -1,0 +1,155 @@
+"""The mirror's streaming query, defined: the path every record of ``__consumer_offsets`` takes.
+
+    __consumer_offsets (Kafka source, read_committed)  |  capture file (file source)
+      -> coalesce(source_tasks)                        log order per partition kept
+      -> mapInArrow(decode, collapse commits,          streaming.pipeline.prepare   [observed: decode counts]
+                    pack rows per group)
+      -> groupBy(group_id).applyInPandasWithState      streaming.pipeline.adapter   [state: codec bytes,
+                                                                             ProcessingTimeTimeout]
+      -> foreachBatch                                   streaming.pipeline.sinks     [store, events, offsets]
+
+`MirrorQuery.start` starts it (again, after a failure: from the checkpoint) with a new sink each
+time; the sink's ``on_batch`` hooks (the lag loop's) are handed in, not looked up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from state.config import OffsetConfig
+from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
+from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
+from streaming.pipeline.sinks import MirrorSink
+from streaming.pipeline.source import read_source
+from streaming.serving.store import SnapshotStore
+from streaming.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("coordinator_mirror")
+
+QUERY_NAME: Final = "coordinator_mirror"
+
+#: a sink hook: (batch id, the batch's output rows)
+BatchHook = Callable[[int, list[Any]], None]
+
+
+def observed_columns() -> list[Any]:
+    """Aggregates observed per batch (``DataFrame.observe``) on the packed rows: records by type
+    and version, errors, unknown types, commits -- `streaming.pipeline.prepare.counter_names`."""
+    from pyspark.sql import functions as F
+
+    return [F.sum(f"n_{name}").alias(name) for name in counter_names()]
+
+
+class MirrorQuery:
+    """The query definition and the sink of its latest start."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        store: SnapshotStore,
+        config: OffsetConfig,
+        *,
+        on_batch: Sequence[BatchHook] = (),
+        on_sink: Callable[[MirrorSink], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.store = store
+        self.config = config
+        self.on_batch = list(on_batch)
+        #: told of every new sink (driver events made before it existed are written then)
+        self.on_sink = on_sink
+        self.sink: MirrorSink | None = None
+
+    def start(self) -> StreamingQuery:
+        """Start the query from the checkpoint, reading the partitions readiness knows; with
+        failOnDataLoss off once the start-up drift check found the log start past the checkpoint."""
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        s = self.settings
+        raw = read_source(
+            self.spark,
+            s,
+            sorted(self.store.readiness.targets) or None,
+            fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
+        )
+        # Spark's Kafka source runs one task per partition with new records (50 for a default
+        # __consumer_offsets), each with ~0.1 s of fixed cost (Python worker round trip, the
+        # reader's ListOffsets requests): on 2 cores that was 2.8 s of a 1,000-record batch,
+        # 0.7 s in 2 tasks.  coalesce() only ever lowers the count and reads each partition in
+        # order, so log order per partition -- all a group needs -- is kept.
+        raw = raw.coalesce(s.source_tasks or self.spark.sparkContext.defaultParallelism)
+        keep = GroupFilter(*s.group_filter)
+        packed: DataFrame = raw.mapInArrow(make_decode_collapse_pack(keep), packed_spark_ddl())
+        # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
+        prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
+        if keep:  # filtered groups: counted above, dropped here, before the shuffle
+            prepared = prepared.where("length(packed) > 0")
+        fold = make_group_function(self.config, emit_offsets=bool(s.offsets_topic))
+        out = prepared.groupBy("group_id").applyInPandasWithState(
+            fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
+        )
+        sink = self.sink = MirrorSink(s, self.store, self.spark)
+        sink.on_batch.extend(self.on_batch)
+        if self.on_sink is not None:
+            self.on_sink(sink)
+        query = (
+            out.writeStream.queryName(QUERY_NAME)
+            .outputMode("update")
+            .option("checkpointLocation", s.checkpoint_location)
+            .trigger(processingTime=f"{s.trigger_interval_ms} milliseconds")
+            .foreachBatch(sink)
+            .start()
+        )
+        log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
+        return query
+
+
+def stop_quietly(query: StreamingQuery, spark: SparkSession, *, restore: bool) -> None:
+    """``query.stop()`` with Spark's logging off: with micro-batches back to back (the 0.5 s
+    trigger on a busy cluster) the batch that started after the drained one is interrupted, and
+    Spark logs that as ERRORs with stack traces (a broadcast it could not store, killed tasks)
+    although nothing is lost -- the batch re-runs from the checkpoint at the next start.  The
+    root level is restored afterwards when ``restore`` (a session the mirror does not own)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    log4j = jvm.org.apache.logging.log4j
+    configurator = log4j.core.config.Configurator
+    before = log4j.LogManager.getRootLogger().getLevel()
+    configurator.setRootLevel(log4j.Level.OFF)
+    # py4j logs the interrupted foreachBatch call on the Python side too (an ERROR with the
+    # traceback, before Spark takes it as the interruption it is: `sinks.BatchInterruptedError`)
+    py4j_log = logging.getLogger("py4j.clientserver")
+    py4j_before = py4j_log.level
+    py4j_log.setLevel(logging.CRITICAL + 1)
+    try:
+        query.stop()
+    finally:
+        if restore:
+            configurator.setRootLevel(before)
+            py4j_log.setLevel(py4j_before)
+
+
+def drain_and_stop(
+    query: StreamingQuery, spark: SparkSession, store: SnapshotStore, timeout_s: float, *, restore: bool
+) -> None:
+    """Let the running micro-batch finish (its sink output and commit), then stop at once: with
+    batches running back to back there may never be an idle moment to wait for."""
+    deadline = time.monotonic() + timeout_s
+    running_batch = store.last_batch.batch_id
+    while (
+        query.isActive
+        and query.status.get("isTriggerActive")
+        and store.last_batch.batch_id == running_batch
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    stop_quietly(query, spark, restore=restore)
