@@ -113,6 +113,10 @@ COPY --from=jars /out/jars /opt/coordinator-mirror/jars
 COPY --from=jars /out/cloud-jars/ ${SPARK_HOME}/jars/
 COPY docker/entrypoint.sh docker/stop-driver /opt/coordinator-mirror/bin/
 COPY docker/spark_main.py /opt/coordinator-mirror/main.py
+# The Spark driver JVM's class-data-sharing archive (streaming/pipeline/class_archive.py), made with
+# the image's own JVM and class path; the mirror starts without it if this step could not make it.
+RUN python -m streaming.app.class_archive_cmd \
+    || echo "warning: no class archive made; the mirror starts without it" >&2
 WORKDIR /home/mirror
 USER 10001:10001
 EXPOSE 8080

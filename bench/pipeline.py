@@ -47,6 +47,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from lab.preload import floor_read, preload  # the preload and the floor (bench/readiness.py too)
+
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -109,39 +111,6 @@ class RssSampler:
 
 
 # ------------------------------------------------------------------------------------------ preload
-def preload(bootstrap: str, records: int, groups: int, partitions: int, topics: int) -> int:
-    """Real OffsetCommit requests, ``partitions`` partitions each, pipelined."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    names = [f"bench-t{i}" for i in range(topics)]
-    for fut in admin.create_topics([NewTopic(t, partitions, 1) for t in names]).values():
-        fut.result(60)
-    time.sleep(2)
-    rounds = max(1, -(-records // (groups * partitions)))
-    written = 0
-    inflight: list[Any] = []
-    started = time.monotonic()
-    for r in range(rounds):
-        for g in range(groups):
-            topic = names[g % topics]
-            req = ConsumerGroupTopicPartitions(
-                f"bench-g{g}", [TopicPartition(topic, p, 1 + r * 10 + p) for p in range(partitions)]
-            )
-            inflight.extend(admin.alter_consumer_group_offsets([req], request_timeout=60).values())
-            written += partitions
-            if len(inflight) >= 2000:
-                for fut in inflight:
-                    fut.result(120)
-                inflight.clear()
-        rate = written / (time.monotonic() - started)
-        log(f"preload round {r + 1}/{rounds}: {written:,} records, {rate:,.0f}/s")
-    for fut in inflight:
-        fut.result(120)
-    return written
-
-
 def commit_one(admin: Any, group: str, topic: str, partition: int, offset: int) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
@@ -151,36 +120,6 @@ def commit_one(admin: Any, group: str, topic: str, partition: int, offset: int) 
 
 
 # ------------------------------------------------------------------------------------- measurements
-def floor_read(bootstrap: str, partitions: list[int]) -> tuple[int, float]:
-    """(0): a plain librdkafka consumer, earliest -> end of every partition, nothing else."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-floor",  # never used for commits: assign(), no subscribe()
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "log_level": 0,
-        }
-    )
-    started = time.monotonic()
-    consumer.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in partitions])
-    pending = set(partitions)
-    rows = 0
-    while pending:
-        for msg in consumer.consume(num_messages=100_000, timeout=1.0):
-            err = msg.error()
-            if err is None:
-                rows += 1
-            elif err.code() == KafkaError._PARTITION_EOF:
-                pending.discard(msg.partition())
-    elapsed = time.monotonic() - started
-    consumer.close()
-    return rows, elapsed
-
-
 def process_to_ready(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """(p): ``coordinator-mirror run`` as a process of its own on a new checkpoint: seconds from
     the process's start to ``/ready`` answering 200."""

@@ -1,10 +1,14 @@
-"""What the lab's background processes share: a free loopback port, and a child that dies with us."""
+"""What the lab's background processes share: a free loopback port, a child that dies with us, and
+the CPU and memory of a process tree."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import socket
+import threading
+import time
 
 
 def free_port() -> int:
@@ -22,3 +26,104 @@ def set_pdeathsig() -> None:  # pragma: no cover - runs in the child between for
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and every descendant alive now (Linux /proc)."""
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack += _children(pid)
+    return out
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, int]:
+    """CPU seconds (user + system, its own and its reaped children's) and resident bytes."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/statm") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0, 0
+    # fields[0] is field 3 (state): utime 14, stime 15, cutime 16, cstime 17
+    ticks = sum(int(f) for f in fields[11:15])
+    return ticks / _CLK_TCK, pages * _PAGE
+
+
+def kind_of(pid: int) -> str:
+    """What a process of a mirror's tree is: the Spark driver JVM, the Kafka client JVM (py4j's
+    gateway), a Python worker, or its command's first word."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().split(b"\0")
+    except OSError:
+        return "gone"
+    text = b" ".join(cmd)
+    if b"org.apache.spark.deploy.SparkSubmit" in text:
+        return "spark_jvm"
+    if b"py4j.GatewayServer" in text or (b"py4j" in text and b"java" in cmd[0]):
+        return "client_jvm"
+    if b"pyspark.daemon" in text or b"pyspark.worker" in text:
+        return "python_workers"
+    return os.path.basename(cmd[0].decode(errors="replace")) or "?"
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class TreeSampler:
+    """CPU seconds and resident memory of a process and all its descendants (the driver, its JVMs,
+    Spark's Python workers), sampled every ``interval_s`` in a thread.
+
+    CPU counts every live process's own time plus the time of its children that exited and were
+    reaped (cutime/cstime), so a Python worker that came and went is still counted."""
+
+    def __init__(self, root: int, interval_s: float = 0.1) -> None:
+        self.root = root
+        self.interval_s = interval_s
+        self.peak_rss = 0
+        #: resident bytes of each process at the peak, by `kind`
+        self.peak_parts: dict[str, int] = {}
+        self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu s, rss bytes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+
+    def sample(self) -> tuple[float, int]:
+        cpu, rss = 0.0, 0
+        parts: dict[str, int] = {}
+        for pid in tree_pids(self.root):
+            c, r = _cpu_and_rss(pid)
+            cpu += c
+            rss += r
+            kind = "root" if pid == self.root else kind_of(pid)
+            parts[kind] = parts.get(kind, 0) + r
+        if rss > self.peak_rss:
+            self.peak_rss, self.peak_parts = rss, parts
+        self.samples.append((time.monotonic(), cpu, rss))
+        return cpu, rss
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def start(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streaming.jars import localfs_jar, spark_kafka_jars
-from streaming.pipeline import worker_tune
+from streaming.pipeline import class_archive, worker_tune
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -75,6 +75,19 @@ def log4j_conf(settings: Mapping[str, str], log_format: str, master: str) -> dic
     option = f"-Dlog4j2.configurationFile={path.as_uri()} -Dcoordinator.mirror.hostname.level={hostname}"
     given = settings.get("spark.driver.extraJavaOptions")
     return {"spark.driver.extraJavaOptions": f"{option} {given}" if given else option}
+
+
+def class_archive_conf(settings: Mapping[str, str]) -> dict[str, str]:
+    """The driver JVM mapping the class-data-sharing archive (`streaming.pipeline.class_archive`)
+    when one is present, ahead of the options in ``settings``; nothing when there is none, or when
+    the options already name an archive (its training run, or a user's own)."""
+    given = settings.get("spark.driver.extraJavaOptions", "")
+    if "SharedArchiveFile" in given or "ArchiveClassesAtExit" in given or "-Xshare:off" in given:
+        return {}
+    options = " ".join(class_archive.java_options())
+    if not options:
+        return {}
+    return {"spark.driver.extraJavaOptions": f"{options} {given}" if given else options}
 
 
 #: lines the driver JVM writes to stderr outside log4j that say nothing a user can act on
@@ -258,6 +271,7 @@ def build_session(
         settings.update({k: v for k, v in own.items() if k.endswith(".extraClassPath") or k not in settings})
         if starts_jvm:
             settings.update(log4j_conf(settings, log_format, master))
+            settings.update(class_archive_conf(settings))
     for key, value in settings.items():
         builder = builder.config(key, value)
     with _launching_jvm(log_format) if starts_jvm else contextlib.nullcontext():

@@ -316,7 +316,8 @@ class ShareStateMirror:
                 if self.query is not None and self.query.isActive:
                     continue
                 now = time.monotonic()
-                if now < next_check:
+                if now < next_check or not self.groups.readiness.ready:
+                    # not before the mirror is ready: the backfill has the cores to itself
                     continue
                 if self.query is not None:  # failed
                     exc = self.query.exception()
