@@ -229,11 +229,11 @@ $(TOOLS_STAMPS)/hadolint-%: $(VENV_STAMP)
 	@mkdir -p $(TOOLS_DIR)/bin && ln -sf ../pip/hadolint/bin/hadolint $(TOOLS_DIR)/bin/hadolint
 	@mkdir -p $(@D) && rm -f $(TOOLS_STAMPS)/hadolint-* && touch $@
 
-$(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/test_helm/k8s_schemas.py | $(GO)
+$(TOOLS_STAMPS)/schemas-%: $(VENV_STAMP) tests/support/k8s_schemas.py | $(GO)
 	rm -rf $(TOOLS_DIR)/pip/schemas
 	$(PY) -m pip install -q --no-deps --target $(TOOLS_DIR)/pip/schemas \
 	    'kubernetes-validate==$(KUBE_SCHEMAS_VERSION)' 'kubeflow-spark-api==$(SPARK_OPERATOR_API_VERSION)'
-	$(PY) -m tests.test_helm.k8s_schemas --out $(TOOLS_DIR)/schemas --pip-dir $(TOOLS_DIR)/pip/schemas \
+	$(PY) -m tests.support.k8s_schemas --out $(TOOLS_DIR)/schemas --pip-dir $(TOOLS_DIR)/pip/schemas \
 	    --kube-versions '$(KUBE_VERSIONS)' \
 	    --prometheus-operator-dir "$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
 	        | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"

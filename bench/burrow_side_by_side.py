@@ -1,6 +1,6 @@
 """The mirror beside a real Burrow on the same broker and consumers: do their verdicts agree?
 
-    BURROW_BIN=/path/to/burrow .venv/bin/python bench/burrow_side_by_side.py [--bootstrap HOST:PORT]
+    BURROW_BIN=/path/to/burrow .venv/bin/python -m bench.burrow_side_by_side [--bootstrap HOST:PORT]
         [--interval-s 2] [--tick-s 4] [--scenario NAME ...] [--workdir DIR]
 
 Plays the consumers of `lab.burrow_scenarios` (keeping up, slow, stopped, stalled, rewinding,
@@ -18,7 +18,7 @@ Prints, per group and partition, Burrow's status, the mirror's, the verdict the 
 within one sampling interval of each other (the messages appended in ``--interval-s``); then how
 often they agreed at the ticks before the end (where a transition can fall between two samples of
 one side).  Without ``BURROW_BIN`` only the mirror runs, against the expected verdicts.  Not part
-of the test suite (it needs a Burrow binary and ~2 minutes); tests/test_streaming/test_parity_live.py
+of the test suite (it needs a Burrow binary and ~2 minutes); tests/test_live/test_parity_live.py
 checks the mirror against the same scenarios' expected verdicts under CI.
 """
 
@@ -39,12 +39,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from lab.burrow_scenarios import CHECK_TICK, Scenario, ScenarioRun, by_name, passes_through  # noqa: E402
-from lab.mirror_process import MirrorProcess  # noqa: E402
-from lab.proc import free_port as _free_port  # noqa: E402
+from lab.burrow_scenarios import CHECK_TICK, Scenario, ScenarioRun, by_name, passes_through
+from lab.mirror_process import MirrorProcess
+from lab.proc import free_port as _free_port
 
 CLUSTER = "local"
 INTERVALS = 10

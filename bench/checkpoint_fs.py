@@ -1,6 +1,6 @@
 """What one checkpoint file costs: Hadoop's stock local file system against ours (jvm/localfs).
 
-    .venv/bin/python bench/checkpoint_fs.py [--files 100] [--driver-memory 6g]
+    .venv/bin/python -m bench.checkpoint_fs [--files 100] [--driver-memory 6g]
 
 Spark writes every checkpoint file -- offset log, commit log, each state partition's changelog --
 through its checkpoint manager: a temporary file created, written, closed and renamed into place.
@@ -14,15 +14,12 @@ process starts from a copy of the JVM's address space.  Figures are printed; not
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.test_streaming.test_localfs import reaped_child_faults, stock_checkpoint_manager
+from lab.checkpoint_fs import reaped_child_faults, stock_checkpoint_manager
 
 
 def write_files(spark: Any, manager: Any, folder: str, n: int) -> tuple[float, int]:

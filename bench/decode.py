@@ -1,14 +1,14 @@
 """Benchmark of the batch decoder (decoders.batch) on a capture-shaped dataset, one core.
 
-    .venv/bin/python bench/decode.py [--records N] [--spark-batch ROWS] [--repeat R] [--profile]
+    .venv/bin/python -m bench.decode [--records N] [--spark-batch ROWS] [--repeat R] [--profile]
 
 Dataset (deterministic, seeded): ~99% offset commits (K=1; realistic group/topic names, mixed
 value V3 and V4, ~1/3 of the V4 ones with a topicId, some non-empty and some non-ASCII metadata),
 the rest classic group metadata (K=2, consumer groups with members and embedded
-subscriptions/assignments) and KIP-848 records (K=3..8), encoded by the test-only encoder from
-our schema tables.  Prints records/s for the whole mix and for offset commits only, both as one
-big batch and in Spark-sized batches (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10k by
-default), and the peak memory.
+subscriptions/assignments) and KIP-848 records (K=3..8), encoded by the lab's encoder
+(`lab.encoder`) from our schema tables.  Prints records/s for the whole mix and for offset commits
+only, both as one big batch and in Spark-sized batches
+(``spark.sql.execution.arrow.maxRecordsPerBatch``, 10k by default), and the peak memory.
 """
 
 from __future__ import annotations
@@ -22,19 +22,14 @@ import struct
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the test-only encoder lives in tests/test_decoders
+import numpy as np
+import pyarrow as pa
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-from test_decoders.builders import sample_struct  # noqa: E402
-from test_decoders.encoder import encode_embedded, encode_key, encode_value  # noqa: E402
-
-from decoders.batch import decode_arrow  # noqa: E402
-from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES  # noqa: E402
+from decoders.batch import decode_arrow
+from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES
+from lab.encoder import encode_embedded, encode_key, encode_value
+from lab.record_samples import sample_struct
 
 T0 = 1_700_000_000_000
 

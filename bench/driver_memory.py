@@ -1,6 +1,6 @@
 """Driver memory of the serving side for a large cluster: store, metrics views, snapshot cache.
 
-    .venv/bin/python bench/driver_memory.py [--groups 10000] [--partitions 50] [--scrapes 10] [--reads 10]
+    .venv/bin/python -m bench.driver_memory [--groups 10000] [--partitions 50] [--scrapes 10] [--reads 10]
 
 Builds ``--groups`` real groups (typed records folded by `state.replay`, as `bench/series.py`:
 80% Stable classic, 15% Empty classic, 5% KIP-848) in a child process and hands their state bytes
@@ -36,9 +36,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 BATCH = 1000
 
 
@@ -58,9 +55,9 @@ def mb(n: float) -> str:
 
 # ------------------------------------------------------------------------------ child: build groups
 def generate(path: str, groups: int, partitions: int) -> None:
+    from lab.synthetic import STATE_SETTINGS, synthetic_groups
     from state import codec
     from state.snapshot import summary
-    from tests.test_observability.synthetic import STATE_SETTINGS, synthetic_groups
 
     rows = []
     for g in synthetic_groups(groups, partitions):
@@ -170,10 +167,10 @@ def main() -> int:
         return 0
 
     # what the driver imports for serving (and nothing of the bench's group building)
+    from lab.synthetic import RENDERER, exporter, settings
     from streaming.serving.api import MirrorHTTPServer
     from streaming.serving.metrics import exposition
     from streaming.serving.store import SnapshotStore
-    from tests.test_observability.synthetic import RENDERER, exporter, settings
 
     imported, _ = rss()
     tmp = Path(tempfile.mkdtemp(prefix="driver-memory-"))

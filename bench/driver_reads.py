@@ -1,7 +1,7 @@
 """The driver's reads of the cluster: Kafka's Java Admin client (the mirror's, `streaming.cluster`)
 beside librdkafka's (confluent-kafka: what the mirror used before), on one local broker, one run.
 
-    .venv/bin/python bench/driver_reads.py [--groups 100000] [--topics 100] [--rounds 5]
+    .venv/bin/python -m bench.driver_reads [--groups 100000] [--topics 100] [--rounds 5]
 
 * ListGroups over ``--groups`` real groups (offsets committed for each, pipelined);
 * a lag round over ``--topics`` x 50 partitions: topic metadata, then log start, high watermark
@@ -24,9 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def timed(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:

@@ -1,6 +1,6 @@
 """Benchmark of the state fold's batch path (state.fold.fold_columns), one core.
 
-    .venv/bin/python bench/fold.py [--groups 10000] [--partitions 50] [--commits 1] [--batches 3]
+    .venv/bin/python -m bench.fold [--groups 10000] [--partitions 50] [--commits 1] [--batches 3]
                                    [--profile]
 
 Dataset (deterministic): ``--groups`` consumer groups, each committing ``--partitions`` partitions
@@ -23,21 +23,16 @@ import argparse
 import cProfile
 import pstats
 import resource
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import pyarrow as pa
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-from state.codec import decode, encode  # noqa: E402
-from state.fold import fold_columns  # noqa: E402
-from state.model import Group  # noqa: E402
-from streaming.pipeline.prepare import pack_groups, prepared_schema, unpack_group  # noqa: E402
+from state.codec import decode, encode
+from state.fold import fold_columns
+from state.model import Group
+from streaming.pipeline.prepare import pack_groups, prepared_schema, unpack_group
 
 T0 = 1_790_000_000_000
 TOPIC_IDS = [f"{i:02d}AAAAAAAAAAAAAAAAAAAA"[:22] for i in range(64)]

@@ -1,6 +1,6 @@
 """Cost of the group allow/deny filter in the prepare step (``mapInArrow``), one core.
 
-    .venv/bin/python bench/group_filter.py [--records 300000] [--spark-batch 10000] [--repeat 5]
+    .venv/bin/python -m bench.group_filter [--records 300000] [--spark-batch 10000] [--repeat 5]
 
 Runs `streaming.pipeline.prepare`'s decode + collapse + pack over bench/decode.py's dataset (Spark
 sized batches), without a filter and with `GroupFilter` (a deny regex, an allow regex, both),
@@ -15,16 +15,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import pyarrow as pa
 
-import pyarrow as pa  # noqa: E402
-from decode import dataset  # noqa: E402
-
-from streaming.pipeline.prepare import GroupFilter, decode_collapse_pack, make_decode_collapse_pack  # noqa: E402
+from bench.decode import dataset
+from streaming.pipeline.prepare import GroupFilter, decode_collapse_pack, make_decode_collapse_pack
 
 Step = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 

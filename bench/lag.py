@@ -1,6 +1,6 @@
 """Cost of lag and consumer health for a large cluster.
 
-    .venv/bin/python bench/lag.py [--groups 10000] [--partitions 50] [--broker-partitions 1000]
+    .venv/bin/python -m bench.lag [--groups 10000] [--partitions 50] [--broker-partitions 1000]
 
 On the driver, with ``--groups`` real groups of ``--partitions`` committed offsets each (the
 population of bench/series.py): what applying the changed groups costs when every group changed
@@ -23,14 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from state import codec  # noqa: E402
-from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds  # noqa: E402
-from streaming.serving.burrow import Burrow  # noqa: E402
-from streaming.serving.lag_metrics import LagExporter  # noqa: E402
-from tests.test_observability.synthetic import settings, synthetic_groups  # noqa: E402
+from lab.synthetic import settings, synthetic_groups
+from state import codec
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
+from streaming.serving.burrow import Burrow
+from streaming.serving.lag_metrics import LagExporter
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Benchmark of the ``payload`` cell codec (decoders.payload): typed record -> cell -> typed record.
 
-    .venv/bin/python bench/payload.py [--records 20000] [--repeat 3]
+    .venv/bin/python -m bench.payload [--records 20000] [--repeat 3]
 
 Dataset: bench/decode.py's non-commit records (classic consumer groups with members and embedded
 subscriptions/assignments, KIP-848 records), decoded once.  Prints records/s for encoding (what
@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))  # bench/decode.py's dataset uses the test-only encoder
-
-from decode import other_records  # noqa: E402
-
-from decoders.decode import decode_record  # noqa: E402
-from decoders.payload import payload_to_record, record_to_payload  # noqa: E402
-from decoders.records import Record, Source  # noqa: E402
+from bench.decode import other_records
+from decoders.decode import decode_record
+from decoders.payload import payload_to_record, record_to_payload
+from decoders.records import Record, Source
 
 
 def best(fn: object, repeat: int) -> float:

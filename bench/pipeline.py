@@ -1,6 +1,6 @@
 """Pipeline benchmark: the mirror against a real broker preloaded with millions of real commits.
 
-    .venv/bin/python bench/pipeline.py [--records 5000000] [--groups 10000] [--partitions 50]
+    .venv/bin/python -m bench.pipeline [--records 5000000] [--groups 10000] [--partitions 50]
                                        [--max-offsets-per-trigger N [N ...]]
 
 1. Preload: a local broker (50 partitions of __consumer_offsets, like production) receives
@@ -46,8 +46,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.preload import floor_read, preload  # the preload and the floor (bench/readiness.py too)
 
@@ -646,9 +644,9 @@ def main() -> int:
         mirror.stop()
 
         # ---- applyInPandasWithState's own floor for as many groups, same session
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import stateful_floor
         from pyspark import cloudpickle
+
+        from bench import stateful_floor
 
         # the no-op fold travels by value: the Python workers cannot import bench/
         cloudpickle.register_pickle_by_value(stateful_floor)

@@ -1,8 +1,8 @@
 """Readiness side by side: the mirror, the floor, Burrow and kminion started fresh on the same records.
 
-    .venv/bin/python bench/readiness.py [--quick] [--records 1000000] [--groups 10000]
+    .venv/bin/python -m bench.readiness [--quick] [--records 1000000] [--groups 10000]
         [--partitions 50] [--runs 3] [--before DIR] [--bootstrap HOST:PORT] [--workdir DIR]
-    BURROW_BIN=/path/to/burrow KMINION_BIN=/path/to/kminion .venv/bin/python bench/readiness.py
+    BURROW_BIN=/path/to/burrow KMINION_BIN=/path/to/kminion .venv/bin/python -m bench.readiness
 
 A local broker (the lab's real KRaft broker, 50 partitions of ``__consumer_offsets``) is preloaded
 with ``--records`` offset commits (`lab.preload`: ``--groups`` groups x ``--partitions`` partitions

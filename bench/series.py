@@ -1,6 +1,6 @@
 """Series count and scrape cost of the exporter for a large cluster.
 
-    .venv/bin/python bench/series.py [--groups 10000] [--partitions 50] [--registry]
+    .venv/bin/python -m bench.series [--groups 10000] [--partitions 50] [--registry]
 
 Fills a real `SnapshotStore` with ``--groups`` groups of ``--partitions`` committed offsets each --
 real `state` groups (typed records folded by `state.replay`), applied as the query's sink applies
@@ -11,7 +11,7 @@ classic groups whose offsets are on their way to expiry, 5% KIP-848 groups -- an
 to the exporter: what a scrape costs when every group changed since the last one) and the best of
 three repeat scrapes (no group changed), wall clock and, in brackets, this process's CPU time (the
 machine may be shared).  ``--registry`` also times prometheus_client's ``generate_latest`` over the
-tests' oracle collector (tests/test_observability/oracle.py).
+tests' oracle collector (lab/metrics_oracle.py).
 """
 
 from __future__ import annotations
@@ -21,22 +21,18 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from state import codec  # noqa: E402
-from state.snapshot import summary  # noqa: E402
-from streaming.serving.metrics import exposition  # noqa: E402
-from streaming.serving.store import SnapshotStore  # noqa: E402
-from tests.test_observability.synthetic import (  # noqa: E402
+from lab.synthetic import (
     RENDERER,
     STATE_SETTINGS,
     exporter,
     settings,
     synthetic_groups,
 )
+from state import codec
+from state.snapshot import summary
+from streaming.serving.metrics import exposition
+from streaming.serving.store import SnapshotStore
 
 
 def timed(fn: Callable[[], bytes]) -> tuple[bytes, float, float]:
@@ -91,7 +87,7 @@ def main() -> int:
         if args.registry:
             from prometheus_client import generate_latest
 
-            from tests.test_observability.oracle import registry_for
+            from lab.metrics_oracle import registry_for
 
             line += f"  {timed(lambda: generate_latest(registry_for(mirror)))[1]:7.2f}s"  # noqa: B023
         print(line)

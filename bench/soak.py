@@ -1,6 +1,6 @@
 """Soak: the mirror on a Spark standalone cluster for ``--minutes`` of churning groups and faults.
 
-    .venv/bin/python bench/soak.py [--minutes 30] [--groups 1000] [--commit-rate 20]
+    .venv/bin/python -m bench.soak [--minutes 30] [--groups 1000] [--commit-rate 20]
                                    [--fault-every 180] [--faults broker,mirror,executor]
 
 What runs (all on loopback, all real):
@@ -42,8 +42,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 T0 = time.monotonic()
 PARTITIONS = 4

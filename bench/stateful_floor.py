@@ -1,6 +1,6 @@
 """What PySpark's applyInPandasWithState costs per group before our code runs (no Kafka needed).
 
-    .venv/bin/python bench/stateful_floor.py [--groups 10000] [--columns 2 4 25] [--rounds 3]
+    .venv/bin/python -m bench.stateful_floor [--groups 10000] [--columns 2 4 25] [--rounds 3]
 
 A streaming query over a Parquet directory holding one row per group and ``--columns`` columns
 (group id + alternating string/long columns), ``groupBy(group id).applyInPandasWithState`` with a
@@ -20,14 +20,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def noop_fold(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:

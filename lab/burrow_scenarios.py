@@ -1,6 +1,6 @@
 """Consumers that Burrow judges, played on a real broker: one group per scenario, committing on a
 fixed tick while producers append at a steady rate -- what `bench/burrow_side_by_side.py` runs
-beside a real Burrow and tests/test_streaming/test_parity_live.py runs against the mirror.
+beside a real Burrow and tests/test_live/test_parity_live.py runs against the mirror.
 
 Every scenario states Burrow 1.9.5's verdict per partition at the end of the run (``expected``,
 from its rules in ``core/internal/evaluator/caching.go``) and, for the transitions, the verdicts

@@ -7,7 +7,6 @@ too (see pytest_sessionfinish), so "green" always means "it ran".
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +14,7 @@ from typing import Any
 
 import pytest
 
-CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
-def require(condition: bool, what: str) -> None:
-    """Fail (never skip) when a real part of the test bench is missing."""
-    if not condition:
-        pytest.fail(f"missing test dependency: {what} (run `make setup`)", pytrace=False)
-
+from tests.support.require import CI, require
 
 _skipped: list[str] = []
 
@@ -166,3 +158,23 @@ def spark(tmp_path_factory: pytest.TempPathFactory, krb5_conf: Path) -> Iterator
         pytest.fail(str(exc), pytrace=False)
     yield session
     session.stop()
+
+
+# ------------------------------------------------------------------------------ running mirrors
+@pytest.fixture
+def mirrors(spark: Any) -> Iterator[Any]:
+    """Start in-process mirrors on the session's Spark -- ``mirrors.start(settings, ready_s=...)``
+    (`tests.support.live_mirror.RunningMirrors`) -- each stopped after the test, pass or fail."""
+    from tests.support.live_mirror import RunningMirrors
+
+    with RunningMirrors(spark) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def module_mirrors(spark: Any) -> Iterator[Any]:
+    """`mirrors` for a module's shared mirror: stopped after the module's last test."""
+    from tests.support.live_mirror import RunningMirrors
+
+    with RunningMirrors(spark) as running:
+        yield running

@@ -5,7 +5,7 @@ checkpoint's position).  Drift is reported (metric, change event, an early recon
 never fatal.
 
 The checkpoint files and the cluster are collaborators handed in (`CheckpointFiles`,
-`CheckpointCluster`), so the rules run against fakes in tests/test_streaming/test_app_drift.py.
+`CheckpointCluster`), so the rules run against fakes in tests/test_streaming/test_app/test_drift.py.
 """
 
 from __future__ import annotations

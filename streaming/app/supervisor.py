@@ -4,7 +4,7 @@ keeps the checkpoint's ``mirror.json`` current and runs the reconciliation round
 
 Everything it acts on is handed in -- the query's holder (`QueryRun`), callables that begin or
 restart the query, check the source, keep the checkpoint's meta, reconcile -- and `step` takes
-the time as an argument, so tests/test_streaming/test_app_supervisor.py drives it with fakes.
+the time as an argument, so tests/test_streaming/test_app/test_supervisor.py drives it with fakes.
 """
 
 from __future__ import annotations

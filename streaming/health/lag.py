@@ -24,7 +24,7 @@ What is reported (docs/monitoring.md, "Lag"):
   sample time minus that.  0 when the committed offset is the newest end; NaN with fewer than
   two points.  Error bound: within the window the true append time of the record at the committed
   offset lies between the two bracketing sample times, so the error is at most one sampling
-  interval (measured in tests/test_streaming/test_lag_live.py and bench/lag.py).
+  interval (measured in tests/test_live/test_lag_live.py and bench/lag.py).
 
 Everything here is a function of its arguments: time is passed in, nothing talks to Kafka.
 """

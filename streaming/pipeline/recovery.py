@@ -115,7 +115,7 @@ def recover_snapshots(
     # it for a bad snapshot and the read ends in CANNOT_LOAD_STATE_STORE.AUTO_SNAPSHOT_REPAIR_FAILED.
     # A Spark bug (apache/spark#58211, SPARK-58973).  ``spark.streams`` builds the manager, which
     # registers the coordinator (docs/operating.md "Checkpoint, restarts and sizing";
-    # tests/test_streaming/test_spark_workarounds.py fails once Spark no longer needs this).
+    # tests/test_streaming/test_pipeline/test_spark_workarounds.py fails once Spark no longer needs this).
     spark.streams  # noqa: B018
     state = spark.read.format("statestore").load(settings.checkpoint_location)
     value = state.schema["value"].dataType

@@ -7,7 +7,7 @@ __consumer_offsets"):
   partitions, so ``subscribe=__consumer_offsets`` silently reads nothing.  The consumer-based reader
   (``spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true``) lists them.  Verified with
   spark-sql-kafka 4.0.0 and 4.2.0 against Kafka 4.3.1: 0 rows with the default, all rows with the flag
-  (tests/test_streaming/test_spark_kafka.py keeps both facts under test).
+  (tests/test_streaming/test_pipeline/test_source.py keeps both facts under test).
 * The connector must be the same Spark version as pyspark: connector classes use Spark internals.
 """
 
@@ -138,7 +138,7 @@ def _launching_jvm(log_format: str) -> Iterator[None]:
     exits when the driver does (PySpark's gateway ends on its stdin's end).  HotSpot leaves a
     signal that is ignored at its start ignored (how ``nohup java`` works), so the child's
     disposition is all it takes.  PySpark exposes no hook for either: its launcher's ``Popen`` is
-    wrapped while the gateway starts (tests/test_app/test_stop_signals.py checks the JVM's
+    wrapped while the gateway starts (tests/test_streaming/test_app/test_stop_signals.py checks the JVM's
     ignored-signal mask and the stop)."""
     from pyspark import java_gateway
 

@@ -58,7 +58,7 @@ def kafka_options(
         # at 10 ms, 0.46-0.56 s at 0 (commit -> visible p99 2.2-4.5 s -> 1.0-1.6 s).  The
         # consumer only fetches inside a task's poll, and a task only reads offset ranges that
         # exist, so 0 does not spin.  Overridable through kafka_options.  Kept under test:
-        # tests/test_streaming/test_spark_workarounds.py fails once Spark stops waiting.
+        # tests/test_streaming/test_pipeline/test_spark_workarounds.py fails once Spark stops waiting.
         "kafka.fetch.max.wait.ms": "0",
         # Records per poll (Kafka's default 500): the reader's per-poll cost above is paid per
         # poll, so a backfill polls ~100x less often with 50,000.  Measured on a 1M-record
@@ -128,8 +128,8 @@ def ticks(spark: SparkSession) -> DataFrame:
     restart Spark (4.0 and 4.2) runs no micro-batch at all until a source has new data (whether
     another batch is needed is not restored from the checkpoint).  On a quiet cluster, offsets
     would then never expire in the mirror.  A source that always has data keeps batches -- and
-    timeouts -- running every trigger.  tests/test_streaming/test_spark_workarounds.py fails once
-    Spark runs batches after such a restart: then this source can go."""
+    timeouts -- running every trigger.  tests/test_streaming/test_pipeline/test_spark_workarounds.py
+    fails once Spark runs batches after such a restart: then this source can go."""
     from pyspark.sql import functions as F
 
     return (

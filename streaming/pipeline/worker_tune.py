@@ -6,7 +6,7 @@ micro-batch.  Those objects live as long as the worker, so they are moved to the
 generation once (``gc.freeze()``, made for exactly this pre-fork case); the per-task collection then
 walks only what tasks allocate.  Frozen objects are still freed by reference counting; only a
 reference cycle alive at the moment of freezing would never be collected, and apply() runs before
-the task's own data exists.  (tests/test_streaming/test_spark_workarounds.py fails once PySpark
+the task's own data exists.  (tests/test_streaming/test_pipeline/test_spark_workarounds.py fails once PySpark
 stops collecting after every task: then this module can go.)
 
 PySpark 4.0's workers also called ``importlib.invalidate_caches()`` before every task, which made

@@ -121,7 +121,8 @@ DEFAULT_CACHE_BYTES: Final = 64 * 2**20
 def snapshot_size(snapshot: Snapshot) -> int:
     """What a rendered snapshot costs in memory, approximately (its Python objects: a dict per
     offset and per member dominate).  Within ~1.5x of tracemalloc's count for the shapes
-    tests/test_streaming/test_store.py measures; exact accounting would cost more than rendering."""
+    tests/test_streaming/test_serving/test_store.py measures; exact accounting would cost more than
+    rendering."""
     return 2_000 + 700 * len(snapshot.get("offsets") or ()) + 1_100 * len(snapshot.get("members") or ())
 
 

@@ -18,8 +18,7 @@ from decoders.columns import COLUMNS, DECODED, ERROR_FIELDS, SHUFFLED
 from decoders.decode import decode_record
 from decoders.payload import payload_to_record
 from decoders.records import DecodeError, ErrorKind, Record, Source
-
-from .builders import Case, all_cases
+from lab.record_samples import Case, all_cases
 
 CASES = [c for c in all_cases() if c.variant in ("full", "empty")]
 T0 = 1_700_000_000_000

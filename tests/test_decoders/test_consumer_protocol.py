@@ -13,8 +13,7 @@ from decoders.decode import decode_record
 from decoders.kafka_json import record_json
 from decoders.records import Record
 from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES
-
-from .encoder import encode_embedded, encode_key, encode_value
+from lab.encoder import encode_embedded, encode_key, encode_value
 
 SUB_FULL: dict[str, Any] = {
     "topics": ["orders", "payments"],

@@ -29,9 +29,8 @@ def test_unknown_record_types_are_not_errors(k: int) -> None:
 @pytest.mark.parametrize(("k", "version"), [(1, 5), (1, -1), (2, 5), (0, 7), (3, 1), (23, 1), (15, -2)])
 def test_unknown_value_version_of_a_known_type(k: int, version: int) -> None:
     from decoders.tables import RECORD_TYPES
-
-    from .builders import sample_struct
-    from .encoder import encode_key
+    from lab.encoder import encode_key
+    from lab.record_samples import sample_struct
 
     rt = RECORD_TYPES[k]
     key = encode_key(rt, sample_struct(rt.key, 0, False, "full"))

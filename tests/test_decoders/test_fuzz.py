@@ -20,9 +20,9 @@ from decoders.records import DecodeError, Record, UnknownRecord
 from decoders.schema import STRING
 from decoders.tables import RECORD_TYPES
 from decoders.wire import WireError
-
-from .builders import Case, record_strategy, struct_strategy
-from .encoder import encode_key, encode_value
+from lab.encoder import encode_key, encode_value
+from lab.record_samples import Case
+from tests.support.strategies import record_strategy, struct_strategy
 
 PER_RECORD = settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 PER_BATCH = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,9 +13,8 @@ from decoders.decode import decode_record
 from decoders.kafka_json import record_json
 from decoders.records import DecodeError, ErrorKind, Record
 from decoders.tables import RECORD_TYPES
-
-from .builders import sample_struct
-from .encoder import encode_key, encode_value
+from lab.encoder import encode_key, encode_value
+from lab.record_samples import sample_struct
 
 MULTI = {k: rt for k, rt in RECORD_TYPES.items() if len(rt.value.layouts) > 1}
 

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from decoders import record_json
-from tests.conftest import require
-
-from .builders import Case, all_cases
-from .oracle import OracleRecord, OracleUnavailableError, check, check_3_9, run_oracle
+from lab.record_samples import Case, all_cases
+from tests.support.decoders_oracle import OracleRecord, OracleUnavailableError, check, check_3_9, run_oracle
+from tests.support.require import require
 
 pytestmark = pytest.mark.broker
 

@@ -26,9 +26,8 @@ import pytest
 
 from decoders import decode_arrow, decode_record, payload_to_record, record_json
 from streaming.pipeline.capture_format import read_capture
-from tests.conftest import require
-
-from .oracle import OracleRecord, OracleUnavailableError, check_all, run_oracle
+from tests.support.decoders_oracle import OracleRecord, OracleUnavailableError, check_all, run_oracle
+from tests.support.require import require
 
 VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors"
 REAL_FILES = {

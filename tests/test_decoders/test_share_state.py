@@ -33,11 +33,10 @@ from decoders.records import (
 )
 from decoders.tables import RECORD_TYPES, REGISTRIES, SHARE_GROUP_STATE_TOPIC, SHARE_STATE_RECORD_TYPES
 from decoders.wire import WireError
-
-from .builders import Case, all_cases, record_strategy
-from .encoder import encode_key_spans, encode_value_spans, uvarint
-from .test_sweep import _check_json, _check_typed
-from .test_truncation import assert_kind_agrees, assert_names_field
+from lab.encoder import encode_key_spans, encode_value_spans, uvarint
+from lab.record_samples import Case, all_cases
+from tests.support.decoder_checks import _check_json, _check_typed, assert_kind_agrees, assert_names_field
+from tests.support.strategies import record_strategy
 
 CASES = list(all_cases(SHARE_STATE_RECORD_TYPES))
 SRC = Source(partition=7, offset=42, timestamp_ms=1_764_000_000_000)

@@ -24,9 +24,8 @@ from decoders import SHARE_GROUP_STATE_TOPIC, decode_share_state_record, record_
 from decoders.records import Record, ShareSnapshotValue, ShareUpdateValue
 from decoders.tables import SHARE_STATE_RECORD_TYPES
 from streaming.pipeline.capture_format import read_capture
-from tests.conftest import require
-
-from .oracle import OracleUnavailableError, check_all, run_oracle
+from tests.support.decoders_oracle import OracleUnavailableError, check_all, run_oracle
+from tests.support.require import require
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "kafka-4.3.1-share-state.json"
 DOC = json.loads(VECTORS.read_text(encoding="utf-8"))

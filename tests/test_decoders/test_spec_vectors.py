@@ -183,9 +183,8 @@ def test_v15_member_metadata_with_and_without_classic_tag() -> None:
 
 def test_v16_tombstones_for_every_type() -> None:
     from decoders.tables import RECORD_TYPES
-
-    from .builders import sample_struct
-    from .encoder import encode_key
+    from lab.encoder import encode_key
+    from lab.record_samples import sample_struct
 
     for k, rt in RECORD_TYPES.items():
         rec = ok(encode_key(rt, sample_struct(rt.key, 0, False, "full")), None)

@@ -11,8 +11,7 @@ from decoders.batch import decode_arrow
 from decoders.decode import decode_record
 from decoders.kafka_json import record_json
 from decoders.records import DecodeError, Record
-
-from .encoder import uvarint
+from lab.encoder import uvarint
 
 GROUP = "grüppe-中文-🙂"
 

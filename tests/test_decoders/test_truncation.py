@@ -7,42 +7,13 @@ import pytest
 
 from decoders.decode import decode_record
 from decoders.interpreter import struct_reader
-from decoders.records import DecodeError, ErrorKind, Record
+from decoders.records import DecodeError, Record
 from decoders.wire import WireError
-
-from .builders import Case, all_cases
-from .encoder import TAGS, encode_key_spans, encode_value_spans
+from lab.encoder import encode_key_spans, encode_value_spans
+from lab.record_samples import Case, all_cases
+from tests.support.decoder_checks import assert_kind_agrees, assert_names_field
 
 CASES = [c for c in all_cases() if c.variant in ("empty", "full")]
-
-
-def _parent(path: str) -> str:
-    cut = max(path.rfind("."), path.rfind("["))
-    return path[:cut] if cut > 0 else ""
-
-
-def assert_names_field(reported: str, expected: str, reason: str) -> None:
-    """``reported`` must be the field whose bytes were cut, or -- when a guard fails fast before
-    reading it -- the array containing it (count cannot fit) or its struct's tagged trailer."""
-    if reported == expected:
-        return
-    if expected.startswith((reported + "[", reported + ".")):
-        assert "cannot fit" in reason, (reported, expected, reason)
-        return
-    if reported.endswith(TAGS):
-        # The trailer's count guard fired before reaching the tagged field itself.
-        trailer_owner = reported[: -len(TAGS)].rstrip(".")
-        assert _parent(expected) == trailer_owner, (reported, expected)
-        assert "cannot fit" in reason, (reported, expected, reason)
-        return
-    raise AssertionError(f"reported field {reported!r}, expected {expected!r} ({reason})")
-
-
-def assert_kind_agrees(err: DecodeError) -> None:
-    """A cut record is truncated -- or malformed where a count cannot fit in what is left -- and
-    the kind (the metric label) says the same as the words."""
-    assert err.kind in (ErrorKind.TRUNCATED, ErrorKind.MALFORMED), err
-    assert err.reason.startswith(f"{err.kind}:"), err
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

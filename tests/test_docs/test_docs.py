@@ -16,6 +16,7 @@ from dashboards.rules import RUNBOOK_URL, alert_names, rule_groups
 from streaming.app import errors
 from streaming.serving.catalogue import CATALOGUE
 from streaming.settings import Settings
+from tests.support.docs import heading_anchors
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -32,25 +33,6 @@ def _generator() -> object:
     sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
     return module
-
-
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*]", "", heading.strip().lower())
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
-
-
-def heading_anchors(path: Path) -> set[str]:
-    """The anchors of a markdown page's headings (outside code blocks)."""
-    anchors: set[str] = set()
-    fence = False
-    for line in path.read_text().splitlines():
-        if line.startswith("```"):
-            fence = not fence
-        elif not fence and (m := re.match(r"^#{1,6} (.+)$", line)):
-            anchors.add(slug(m.group(1)))
-    return anchors
 
 
 def test_readme_is_short() -> None:

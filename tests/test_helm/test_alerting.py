@@ -22,8 +22,8 @@ import yaml
 
 from dashboards.rules import RUNBOOK_URL, Thresholds, rule_groups, runbook_anchor
 from helm.values_schema import threshold_defaults
-from tests.test_helm.conftest import CHART, NAMESPACE, Helm, Rendered
-from tests.test_observability.test_rules import promtool
+from tests.support.helm import CHART, NAMESPACE, Helm, Rendered
+from tests.support.prometheus import promtool
 
 #: two releases side by side in one namespace: one whose name contains the chart's (full name =
 #: release name), one whose does not (full name = <release>-coordinator-mirror)
@@ -284,7 +284,7 @@ def test_unknown_disabled_alert_is_named_without_the_schema(helm: Helm, tmp_path
 
 def test_every_runbook_url_names_a_section_of_the_runbooks(helm: Helm, tmp_path: Path) -> None:
     """Every alert the chart renders links to a heading docs/runbooks.md has."""
-    from tests.test_docs.test_docs import heading_anchors
+    from tests.support.docs import heading_anchors
 
     anchors = heading_anchors(CHART.parents[1] / "docs" / "runbooks.md")
     for group in _chart_rules(helm, tmp_path, {}):

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from dashboards import build
-from tests.test_helm.conftest import CHART, REPO
+from tests.support.helm import CHART, REPO
 
 SOURCE_DASHBOARDS = REPO / "dashboards" / "grafana"
 CHART_DASHBOARDS = CHART / "files" / "dashboards"

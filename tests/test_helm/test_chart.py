@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_helm.conftest import CHART, KUBE_VERSIONS, NAMESPACE, VALUES_DIR, Helm, Kubeconform, Rendered
+from tests.support.helm import (
+    CHART,
+    KUBE_VERSIONS,
+    NAMESPACE,
+    VALUES_DIR,
+    Helm,
+    Kubeconform,
+    Rendered,
+    _container,
+)
 
 #: valid combinations: values files (none = the chart's defaults)
 CASES: dict[str, tuple[str, ...]] = {
@@ -55,15 +64,6 @@ INVALID: dict[str, str] = {
 
 #: of those, the ones values.schema.json itself rejects
 SCHEMA_INVALID = {"spark-local-checkpoint.yaml", "unknown-setting.yaml", "unquoted-option.yaml"}
-
-
-def _container(rendered: Rendered) -> dict[str, Any]:
-    if any(d["kind"] == "SparkApplication" for d in rendered.docs):
-        spec = rendered.get("SparkApplication")["spec"]["driver"]["template"]["spec"]
-    else:
-        spec = rendered.get("Deployment")["spec"]["template"]["spec"]
-    [container] = spec["containers"]
-    return dict(container)
 
 
 def _pod_env(container: dict[str, Any]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_helm.conftest import CHART, REPO, tool
+from tests.support.helm import CHART, REPO, tool
 
 DOCKERFILE = REPO / "Dockerfile"
 DOCKER = REPO / "docker"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_helm.conftest import REPO, Helm
+from tests.support.helm import REPO, Helm
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 

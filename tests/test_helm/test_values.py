@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from streaming.settings import Settings
-from tests.test_helm.conftest import CHART, REPO
+from tests.support.helm import CHART, REPO
 
 
 def _values_schema() -> ModuleType:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dashboards.build import main as build_main
-from tests.test_observability.test_live import Prometheus
-from tests.test_streaming.test_robustness import _free_port, _wait_ready
+from tests.support.processes import free_port, wait_process_ready
+from tests.support.prometheus import Prometheus
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.prometheus]
 
@@ -29,7 +29,7 @@ def _state(prometheus: Prometheus, name: str) -> str | None:
 
 
 def test_killing_the_mirror_makes_the_down_alert_pending_then_firing(kafka: Any, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "mirror.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -55,7 +55,7 @@ def test_killing_the_mirror_makes_the_down_alert_pending_then_firing(kafka: Any,
         )
     prometheus = None
     try:
-        _wait_ready(port, proc, 300)
+        wait_process_ready(port, proc, 300)
         rules = tmp_path / "alerts.yaml"
         assert build_main(["--rules-out", str(rules), "--set", f"down_for={DOWN_FOR_S}s"]) == 0
         prometheus = Prometheus(tmp_path, [f"127.0.0.1:{port}"], rules)

@@ -40,11 +40,12 @@ def test_parse_offset_log_reads_the_kafka_source_line() -> None:
 @pytest.mark.broker
 @pytest.mark.spark
 @pytest.mark.slow
-def test_log_start_past_the_checkpoint_is_reported_at_start(kafka: Any, spark: Any, tmp_path: Path) -> None:
+def test_log_start_past_the_checkpoint_is_reported_at_start(
+    kafka: Any, spark: Any, mirrors: Any, tmp_path: Path
+) -> None:
     from confluent_kafka import Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from streaming.app.mirror import Mirror
     from streaming.pipeline.recovery import read_committed_offsets
     from streaming.settings import load_settings
 
@@ -69,12 +70,10 @@ def test_log_start_past_the_checkpoint_is_reported_at_start(kafka: Any, spark: A
         reconcile_interval_s=3600.0,
         events_path=tmp_path / "events",
     )
-    mirror = Mirror(settings, spark=spark).start()
-    try:
-        assert mirror.wait_ready(180)
-        mirror.wait_batches(1, 120)
-    finally:
-        mirror.stop()
+    mirror = mirrors.start(settings)
+    assert mirror.wait_ready(180)
+    mirror.wait_batches(1, 120)
+    mirror.stop()
     committed = read_committed_offsets(spark, str(tmp_path / "ckpt"), topic)
     assert committed == {0: 5}, committed  # the real checkpoint files, read back
     assert mirror.store.status.drift_suspected == {}
@@ -82,32 +81,29 @@ def test_log_start_past_the_checkpoint_is_reported_at_start(kafka: Any, spark: A
     produce(5)  # 10 records; then remove the first 8 while the mirror is down
     admin.delete_records([TopicPartition(topic, 0, 8)])[TopicPartition(topic, 0, 8)].result(60)
 
-    mirror = Mirror(settings, spark=spark).start()
-    try:
-        assert mirror.wait_ready(180)
-        mirror.wait_batches(1, 120)
-        status = mirror.store.status
-        assert status.drift_suspected == {"log_start": 1}
-        body, _ = mirror.metrics_exposition()
-        assert b"coordinator_mirror_drift_suspected_total{" in body
-        line = next(
-            x
-            for x in body.decode().splitlines()
-            if x.startswith("coordinator_mirror_drift_suspected_total{") and 'reason="log_start"' in x
-        )
-        assert line.rsplit(" ", 1)[1] in ("1", "1.0"), line
-        events = [
-            json.loads(x)
-            for f in sorted((tmp_path / "events").glob("*.jsonl"))
-            for x in f.read_text().splitlines()
-        ]
-        drift = [e for e in events if e["type"] == "drift_suspected"]
-        assert [(e["reason"], e["partitions"]) for e in drift] == [("log_start", ["0:5->8"])], drift
-        # a reconciliation round runs once caught up, not after the hour-long interval
-        deadline = time.monotonic() + 60
-        while not status.reconcile_rounds.get("ok") and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert status.reconcile_rounds.get("ok", 0) >= 1, status.reconcile_rounds
-        assert not status.possible_missed_tombstones
-    finally:
-        mirror.stop()
+    mirror = mirrors.start(settings)
+    assert mirror.wait_ready(180)
+    mirror.wait_batches(1, 120)
+    status = mirror.store.status
+    assert status.drift_suspected == {"log_start": 1}
+    body, _ = mirror.metrics_exposition()
+    assert b"coordinator_mirror_drift_suspected_total{" in body
+    line = next(
+        x
+        for x in body.decode().splitlines()
+        if x.startswith("coordinator_mirror_drift_suspected_total{") and 'reason="log_start"' in x
+    )
+    assert line.rsplit(" ", 1)[1] in ("1", "1.0"), line
+    events = [
+        json.loads(x)
+        for f in sorted((tmp_path / "events").glob("*.jsonl"))
+        for x in f.read_text().splitlines()
+    ]
+    drift = [e for e in events if e["type"] == "drift_suspected"]
+    assert [(e["reason"], e["partitions"]) for e in drift] == [("log_start", ["0:5->8"])], drift
+    # a reconciliation round runs once caught up, not after the hour-long interval
+    deadline = time.monotonic() + 60
+    while not status.reconcile_rounds.get("ok") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert status.reconcile_rounds.get("ok", 0) >= 1, status.reconcile_rounds
+    assert not status.possible_missed_tombstones

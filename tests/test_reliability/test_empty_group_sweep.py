@@ -34,8 +34,8 @@ from state.expiry import GROUP_TOMBSTONE, expire
 from state.replay import fold
 from streaming.app.capture_cmd import capture
 from streaming.pipeline.capture_format import read_capture
-from tests.test_state.conftest import start_broker
-from tests.test_streaming.test_mirror import get
+from tests.support.brokers import start_broker
+from tests.support.http import get
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -132,14 +132,12 @@ def test_fold_keeps_an_emptied_group_until_the_sweep_tombstone(
 
 @pytest.mark.spark
 def test_mirror_lists_an_emptied_group_as_long_as_the_coordinator(
-    spark: Any, sweeping_kafka: Any, tmp_path: Path
+    mirrors: Any, sweeping_kafka: Any, tmp_path: Path
 ) -> None:
     from lab.lab import Lab
-    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     lab = Lab(sweeping_kafka.bootstrap, sweeping_kafka.settings.kafka_version, run_id="swm")
-    mirror = None
     try:
         _leave_without_commit(lab, "warm", "consumer")  # __consumer_offsets exists before the mirror
         settings = load_settings(
@@ -151,7 +149,7 @@ def test_mirror_lists_an_emptied_group_as_long_as_the_coordinator(
             offsets_retention_check_interval_ms=SWEEP_MS,
             events_path=tmp_path / "events",
         )
-        mirror = Mirror(settings, spark=spark).start()
+        mirror = mirrors.start(settings)
         assert mirror.wait_ready(180)
         url = mirror.http.url
         agreed = None
@@ -192,6 +190,4 @@ def test_mirror_lists_an_emptied_group_as_long_as_the_coordinator(
         assert [(e["reason"], e["source_offset"] is not None) for e in deleted] == [("expired", True)], mine
         assert not [e for e in mine if e["type"] == "expiry_disagreement"], mine
     finally:
-        if mirror is not None:
-            mirror.stop()
         lab.close()

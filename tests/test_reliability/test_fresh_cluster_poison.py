@@ -22,11 +22,8 @@ session's Spark lives through every phase, in order:
 from __future__ import annotations
 
 import json
-import re
 import struct
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,16 +32,25 @@ import pyarrow as pa
 import pytest
 
 from decoders.tables import RECORD_TYPES
+from lab.encoder import encode_key, encode_value
+from lab.record_samples import sample_struct
 from streaming.pipeline.prepare import decode_and_collapse
-from tests.test_decoders.builders import sample_struct
-from tests.test_decoders.encoder import encode_key, encode_value
-from tests.test_reliability.test_quarantine_adapter import classic_value
-from tests.test_streaming.test_mirror import get
-from tests.test_streaming.test_prepare import _s, commit_key, commit_value, group_key
+from tests.support.fresh_cluster import (
+    TOPIC,
+    _commit,
+    _create_topic,
+    _group,
+    _metrics,
+    _wait,
+    metric,
+    mirrored,
+    uninterrupted_run,
+)
+from tests.support.http import get
+from tests.support.records import _s, classic_value, commit_key, commit_value, group_key
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-TOPIC = "fresh-t"
 #: on __consumer_offsets partitions 3, 2, 1, 0 (Java's String.hashCode modulo 5)
 GOOD = [f"good-{i}" for i in range(4)]
 #: where the test's own records go: no real group of the test lives there
@@ -59,86 +65,6 @@ def fresh_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str) ->
     broker.start(offsets_topic=False)
     yield broker
     broker.stop()
-
-
-def _metrics(base: str) -> str:
-    with urllib.request.urlopen(f"{base}/metrics", timeout=30) as resp:
-        return str(resp.read().decode())
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels`` (0 if none)."""
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(rf"^{name}(\{{[^}}]*\}})? (\S+)$", line)
-        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
-
-
-def _wait(what: str, check: Any, timeout_s: float = 600.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
-
-
-def _group(base: str, gid: str) -> tuple[int, Any]:
-    return get(f"{base}/groups/{urllib.parse.quote(gid, safe='')}")
-
-
-def mirrored(base: str) -> dict[str, Any]:
-    """Every group's ``GET /groups/{id}`` body, by group id."""
-    return {g["group_id"]: _group(base, g["group_id"])[1] for g in get(f"{base}/groups")[1]["groups"]}
-
-
-def uninterrupted_run(settings: Any, spark: Any) -> dict[str, Any]:
-    """A fresh mirror over the same log until ready and one more batch: what a run without the
-    fault ends with (`mirrored`)."""
-    from streaming.app.mirror import Mirror
-
-    reference = Mirror(settings, spark=spark).start()
-    try:
-        assert reference.wait_ready(900)
-        reference.wait_batches(1, 300)
-        return mirrored(reference.http.url)
-    finally:
-        reference.stop()
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
-    """Commit through the Admin API, retried until every partition is accepted: right after the
-    coordinator created `__consumer_offsets` (a new cluster) a partition may still be loading, and
-    librdkafka reports that per partition, not as a failed future."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    deadline = time.monotonic() + 180
-    while True:
-        req = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
-        errors: list[Any] = []
-        try:
-            # generous timeouts: the test machine may be loaded far beyond its cores
-            for fut in admin.alter_consumer_group_offsets([req], request_timeout=120).values():
-                errors = [tp.error for tp in fut.result(150).topic_partitions if tp.error is not None]
-        except Exception as exc:  # e.g. COORDINATOR_LOAD_IN_PROGRESS for the whole request
-            errors = [exc]
-        if not errors:
-            return
-        assert time.monotonic() < deadline, f"commit of {group} not accepted: {errors}"
-        time.sleep(1.0)
-
-
-def _create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for fut in admin.create_topics([NewTopic(TOPIC, 2, 1)], request_timeout=120).values():
-        fut.result(150)
 
 
 def _produce_internal(bootstrap: str, records: list[tuple[bytes, bytes | None]]) -> None:
@@ -228,9 +154,8 @@ def crossed_types() -> list[tuple[bytes, bytes | None]]:
 
 
 def test_fresh_cluster_poison_records_and_reconciliation(
-    spark: Any, fresh_kafka: Any, tmp_path: Path
+    spark: Any, mirrors: Any, fresh_kafka: Any, tmp_path: Path
 ) -> None:
-    from streaming.app.mirror import Mirror
     from streaming.settings import load_settings
 
     def settings(name: str) -> Any:
@@ -249,134 +174,129 @@ def test_fresh_cluster_poison_records_and_reconciliation(
         )
 
     started = time.monotonic()
-    mirror = Mirror(settings("live"), spark=spark).start()
-    try:
-        base = mirror.http.url
-        # -- 1. fresh cluster ------------------------------------------------------------------
-        status, health = get(f"{base}/healthz")
-        assert status == 200, health
-        status, ready = get(f"{base}/ready")
-        assert status == 503 and ready["reason"] == "waiting for __consumer_offsets", ready
-        assert mirror.query is None
-        _create_topic(fresh_kafka.bootstrap)
-        for i, gid in enumerate(GOOD):
-            _commit(fresh_kafka.bootstrap, gid, {0: 10 + i, 1: 20 + i})
-        _wait("the good groups", lambda: all(_group(base, g)[0] == 200 for g in GOOD), 900)
-        _wait("/ready", lambda: get(f"{base}/ready")[0] == 200)
-        for i, gid in enumerate(GOOD):
-            offsets = {(o["topic"], o["partition"]): o["offset"] for o in _group(base, gid)[1]["offsets"]}
-            assert offsets == {(TOPIC, 0): 10 + i, (TOPIC, 1): 20 + i}
-        print(f"fresh cluster mirrored after {time.monotonic() - started:.0f}s")
+    mirror = mirrors.start(settings("live"))
+    base = mirror.http.url
+    # -- 1. fresh cluster ------------------------------------------------------------------
+    status, health = get(f"{base}/healthz")
+    assert status == 200, health
+    status, ready = get(f"{base}/ready")
+    assert status == 503 and ready["reason"] == "waiting for __consumer_offsets", ready
+    assert mirror.query is None
+    _create_topic(fresh_kafka.bootstrap)
+    for i, gid in enumerate(GOOD):
+        _commit(fresh_kafka.bootstrap, gid, {0: 10 + i, 1: 20 + i})
+    _wait("the good groups", lambda: all(_group(base, g)[0] == 200 for g in GOOD), 900)
+    _wait("/ready", lambda: get(f"{base}/ready")[0] == 200)
+    for i, gid in enumerate(GOOD):
+        offsets = {(o["topic"], o["partition"]): o["offset"] for o in _group(base, gid)[1]["offsets"]}
+        assert offsets == {(TOPIC, 0): 10 + i, (TOPIC, 1): 20 + i}
+    print(f"fresh cluster mirrored after {time.monotonic() - started:.0f}s")
 
-        # -- 2. poison -------------------------------------------------------------------------
-        truncated = truncated_of_every_family("poison-trunc")
-        unknown = unknown_key_versions()
-        crossed = crossed_types()
-        assert set(_statuses(truncated)) == {"error"}, "every truncated value must fail to decode"
-        assert set(_statuses(unknown)) == {"unknown"}
-        assert set(_statuses(crossed)) == {"error"}
-        m0 = _metrics(base)
-        leader_ok = [
-            (commit_key("poison-leader", TOPIC, 0), commit_value(3)),
-            (group_key("poison-leader"), classic_value("m-a", ["m-a"])),
-        ]
-        leader_bad = [(group_key("poison-leader"), classic_value("m-x", ["m-a", "m-b"], 2))]
-        _produce_internal(fresh_kafka.bootstrap, leader_ok)
-        _wait("poison-leader", lambda: _group(base, "poison-leader")[0] == 200)
-        good_leader = _group(base, "poison-leader")[1]
-        poison = truncated + unknown + crossed + leader_bad
-        _produce_internal(fresh_kafka.bootstrap, poison)
-        # the query stops the moment the sink has seen the poison (as a failed query does), and the
-        # supervisor restarts it from the checkpoint: the batch's observed counts must survive
-        # (read from the stopped query) and a batch run again must not be counted twice
-        _wait("the poison batch", lambda: len(mirror.store.errors) >= len(poison) - 1, 300)
-        mirror.query.stop()
-        restarts = mirror.store.status.query_restarts
-        _wait("the restart", lambda: mirror.store.status.query_restarts > restarts, 300)
-        for i, gid in enumerate(GOOD):  # the stream goes on for everybody else
-            _commit(fresh_kafka.bootstrap, gid, {0: 100 + i})
-        _wait("the quarantine", lambda: "quarantine" in _group(base, "poison-leader")[1])
-        _wait(
-            "the later commits",
-            lambda: any(o["offset"] == 103 for o in _group(base, GOOD[-1])[1]["offsets"]),
-        )
-        mirror.wait_batches(1, 300)
+    # -- 2. poison -------------------------------------------------------------------------
+    truncated = truncated_of_every_family("poison-trunc")
+    unknown = unknown_key_versions()
+    crossed = crossed_types()
+    assert set(_statuses(truncated)) == {"error"}, "every truncated value must fail to decode"
+    assert set(_statuses(unknown)) == {"unknown"}
+    assert set(_statuses(crossed)) == {"error"}
+    m0 = _metrics(base)
+    leader_ok = [
+        (commit_key("poison-leader", TOPIC, 0), commit_value(3)),
+        (group_key("poison-leader"), classic_value("m-a", ["m-a"])),
+    ]
+    leader_bad = [(group_key("poison-leader"), classic_value("m-x", ["m-a", "m-b"], 2))]
+    _produce_internal(fresh_kafka.bootstrap, leader_ok)
+    _wait("poison-leader", lambda: _group(base, "poison-leader")[0] == 200)
+    good_leader = _group(base, "poison-leader")[1]
+    poison = truncated + unknown + crossed + leader_bad
+    _produce_internal(fresh_kafka.bootstrap, poison)
+    # the query stops the moment the sink has seen the poison (as a failed query does), and the
+    # supervisor restarts it from the checkpoint: the batch's observed counts must survive
+    # (read from the stopped query) and a batch run again must not be counted twice
+    _wait("the poison batch", lambda: len(mirror.store.errors) >= len(poison) - 1, 300)
+    mirror.query.stop()
+    restarts = mirror.store.status.query_restarts
+    _wait("the restart", lambda: mirror.store.status.query_restarts > restarts, 300)
+    for i, gid in enumerate(GOOD):  # the stream goes on for everybody else
+        _commit(fresh_kafka.bootstrap, gid, {0: 100 + i})
+    _wait("the quarantine", lambda: "quarantine" in _group(base, "poison-leader")[1])
+    _wait(
+        "the later commits",
+        lambda: any(o["offset"] == 103 for o in _group(base, GOOD[-1])[1]["offsets"]),
+    )
+    mirror.wait_batches(1, 300)
 
-        status, q = _group(base, "poison-leader")
-        info = q["quarantine"]
-        assert info["error_type"] == "InvariantError" and "m-x" in info["message"]
-        assert info["record_type"] == 2 and info["source_partition"] == POISON_PARTITION
-        assert q["offsets"] == good_leader["offsets"] and q.get("leader") == good_leader.get("leader")
-        m1 = _metrics(base)
-        assert metric(m1, "coordinator_mirror_groups_quarantined") == 1
-        assert metric(m1, "coordinator_mirror_fold_failures_total", exception="InvariantError") == 1
-        # every poison record is counted (per record, from the fold's error rows) and listed
-        skipped = {
-            status: metric(m1, "coordinator_mirror_skipped_records_total", status=status)
-            - metric(m0, "coordinator_mirror_skipped_records_total", status=status)
-            for status in ("error", "unknown")
-        }
-        assert skipped == {"error": len(truncated) + len(crossed), "unknown": len(unknown)}, skipped
-        # the query's own counts (observed per batch, before the shuffle) agree
-        observed = {
-            name: metric(m1, f"coordinator_mirror_{name}_total")
-            - metric(m0, f"coordinator_mirror_{name}_total")
-            for name in ("decode_errors", "unknown_records")
-        }
-        assert observed == {
-            "decode_errors": len(truncated) + len(crossed),
-            "unknown_records": len(unknown),
-        }, observed
-        listed = [
-            e for e in get(f"{base}/errors")[1]["errors"] if e.get("source_partition") == POISON_PARTITION
-        ]
-        assert len(listed) >= len(truncated) + len(crossed) + len(unknown), listed[:3]
-        assert set(mirror.store.quarantined) == {"poison-leader"}  # decode errors quarantine nobody
-        for i, gid in enumerate(GOOD):
-            snap = _group(base, gid)[1]
-            offsets = {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
-            assert offsets == {(TOPIC, 0): 100 + i, (TOPIC, 1): 20 + i}
+    status, q = _group(base, "poison-leader")
+    info = q["quarantine"]
+    assert info["error_type"] == "InvariantError" and "m-x" in info["message"]
+    assert info["record_type"] == 2 and info["source_partition"] == POISON_PARTITION
+    assert q["offsets"] == good_leader["offsets"] and q.get("leader") == good_leader.get("leader")
+    m1 = _metrics(base)
+    assert metric(m1, "coordinator_mirror_groups_quarantined") == 1
+    assert metric(m1, "coordinator_mirror_fold_failures_total", exception="InvariantError") == 1
+    # every poison record is counted (per record, from the fold's error rows) and listed
+    skipped = {
+        status: metric(m1, "coordinator_mirror_skipped_records_total", status=status)
+        - metric(m0, "coordinator_mirror_skipped_records_total", status=status)
+        for status in ("error", "unknown")
+    }
+    assert skipped == {"error": len(truncated) + len(crossed), "unknown": len(unknown)}, skipped
+    # the query's own counts (observed per batch, before the shuffle) agree
+    observed = {
+        name: metric(m1, f"coordinator_mirror_{name}_total") - metric(m0, f"coordinator_mirror_{name}_total")
+        for name in ("decode_errors", "unknown_records")
+    }
+    assert observed == {
+        "decode_errors": len(truncated) + len(crossed),
+        "unknown_records": len(unknown),
+    }, observed
+    listed = [e for e in get(f"{base}/errors")[1]["errors"] if e.get("source_partition") == POISON_PARTITION]
+    assert len(listed) >= len(truncated) + len(crossed) + len(unknown), listed[:3]
+    assert set(mirror.store.quarantined) == {"poison-leader"}  # decode errors quarantine nobody
+    for i, gid in enumerate(GOOD):
+        snap = _group(base, gid)[1]
+        offsets = {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
+        assert offsets == {(TOPIC, 0): 100 + i, (TOPIC, 1): 20 + i}
 
-        # a later full GroupMetadata record recovers the group
-        _produce_internal(
-            fresh_kafka.bootstrap, [(group_key("poison-leader"), classic_value("m-b", ["m-a", "m-b"], 3))]
-        )
-        _wait("the recovery", lambda: "quarantine" not in _group(base, "poison-leader")[1])
-        recovered = _group(base, "poison-leader")[1]
-        assert recovered["offsets"] == good_leader["offsets"]
-        assert metric(_metrics(base), "coordinator_mirror_groups_quarantined") == 0
+    # a later full GroupMetadata record recovers the group
+    _produce_internal(
+        fresh_kafka.bootstrap, [(group_key("poison-leader"), classic_value("m-b", ["m-a", "m-b"], 3))]
+    )
+    _wait("the recovery", lambda: "quarantine" not in _group(base, "poison-leader")[1])
+    recovered = _group(base, "poison-leader")[1]
+    assert recovered["offsets"] == good_leader["offsets"]
+    assert metric(_metrics(base), "coordinator_mirror_groups_quarantined") == 0
 
-        # -- 3. reconciliation -----------------------------------------------------------------
-        written_only = {"poison-leader", "poison-mix", "poison-trunc", "poison-unknown"} & set(
-            mirror.store.group_ids()
-        )
-        assert "poison-leader" in written_only
-        assert _wait("a complete round", mirror.reconcile_round, 60)
-        assert not mirror.store.gone  # one round is not enough
-        assert _wait("a second complete round", mirror.reconcile_round, 60)
-        assert set(mirror.store.gone) == written_only
-        status, ghost = _group(base, "poison-leader")
-        assert status == 200 and ghost["exists"] is False
-        assert "no longer lists this group" in ghost["exists_reason"]["reason"]
-        for gid in GOOD:
-            assert "exists_reason" not in _group(base, gid)[1]
-        m2 = _metrics(base)
-        assert metric(m2, "coordinator_mirror_reconcile_mismatches", side="missing_in_coordinator") == len(
-            written_only
-        )
-        assert metric(m2, "coordinator_mirror_reconcile_mismatches", side="missing_in_mirror") == 0
-        events = [
-            json.loads(line)
-            for path in sorted((tmp_path / "live" / "events").glob("*.jsonl"))
-            for line in path.read_text().splitlines()
-        ]
-        types = [(e["type"], e["group_id"]) for e in events]
-        assert ("group_quarantined", "poison-leader") in types
-        assert ("group_recovered", "poison-leader") in types
-        assert {g for t, g in types if t == "reconcile_mismatch"} == written_only
-        live = mirrored(base)
-    finally:
-        mirror.stop()
+    # -- 3. reconciliation -----------------------------------------------------------------
+    written_only = {"poison-leader", "poison-mix", "poison-trunc", "poison-unknown"} & set(
+        mirror.store.group_ids()
+    )
+    assert "poison-leader" in written_only
+    assert _wait("a complete round", mirror.reconcile_round, 60)
+    assert not mirror.store.gone  # one round is not enough
+    assert _wait("a second complete round", mirror.reconcile_round, 60)
+    assert set(mirror.store.gone) == written_only
+    status, ghost = _group(base, "poison-leader")
+    assert status == 200 and ghost["exists"] is False
+    assert "no longer lists this group" in ghost["exists_reason"]["reason"]
+    for gid in GOOD:
+        assert "exists_reason" not in _group(base, gid)[1]
+    m2 = _metrics(base)
+    assert metric(m2, "coordinator_mirror_reconcile_mismatches", side="missing_in_coordinator") == len(
+        written_only
+    )
+    assert metric(m2, "coordinator_mirror_reconcile_mismatches", side="missing_in_mirror") == 0
+    events = [
+        json.loads(line)
+        for path in sorted((tmp_path / "live" / "events").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    types = [(e["type"], e["group_id"]) for e in events]
+    assert ("group_quarantined", "poison-leader") in types
+    assert ("group_recovered", "poison-leader") in types
+    assert {g for t, g in types if t == "reconcile_mismatch"} == written_only
+    live = mirrored(base)
+    mirror.stop()
 
     # -- 4. an uninterrupted run over the same log -------------------------------------------
     ref = uninterrupted_run(settings("reference"), spark)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_reliability.test_fresh_cluster_poison import (
+from tests.support.fresh_cluster import (
     TOPIC,
     _commit,
     _create_topic,
@@ -31,7 +31,7 @@ from tests.test_reliability.test_fresh_cluster_poison import (
     mirrored,
     uninterrupted_run,
 )
-from tests.test_streaming.test_mirror import get
+from tests.support.http import get
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -55,8 +55,7 @@ def _offsets(base: str, gid: str) -> dict[tuple[str, int], int]:
     return {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
 
 
-def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, tmp_path: Path) -> None:
-    from streaming.app.mirror import Mirror
+def test_sixty_seconds_without_the_broker(spark: Any, mirrors: Any, own_kafka: Any, tmp_path: Path) -> None:
     from streaming.settings import load_settings
 
     def settings(name: str) -> Any:
@@ -79,65 +78,63 @@ def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, tmp_path: 
         _commit(own_kafka.bootstrap, gid, {0: i + 1, 1: i + 2})
         expected[gid] = {(TOPIC, 0): i + 1, (TOPIC, 1): i + 2}
 
-    mirror = Mirror(settings("live"), spark=spark).start()
-    try:
-        base = mirror.http.url
-        assert mirror.wait_ready(900)
-        for i, gid in enumerate(GROUPS[:3]):  # commits mid-stream, just before the outage
-            _commit(own_kafka.bootstrap, gid, {0: 50 + i})
-            expected[gid][(TOPIC, 0)] = 50 + i
-        deadline = time.monotonic() + 600
-        while any(_offsets(base, g) != expected[g] for g in GROUPS):
-            assert time.monotonic() < deadline, {g: _offsets(base, g) for g in GROUPS}
-            time.sleep(0.5)
+    mirror = mirrors.start(settings("live"))
+    base = mirror.http.url
+    assert mirror.wait_ready(900)
+    for i, gid in enumerate(GROUPS[:3]):  # commits mid-stream, just before the outage
+        _commit(own_kafka.bootstrap, gid, {0: 50 + i})
+        expected[gid][(TOPIC, 0)] = 50 + i
+    deadline = time.monotonic() + 600
+    while any(_offsets(base, g) != expected[g] for g in GROUPS):
+        assert time.monotonic() < deadline, {g: _offsets(base, g) for g in GROUPS}
+        time.sleep(0.5)
 
-        # -- the outage ------------------------------------------------------------------------
-        own_kafka.stop()
-        down_at = time.monotonic()
-        seen_reasons: set[str] = set()
-        source_up_values: set[float] = set()
-        health_codes: set[int] = set()
-        while time.monotonic() - down_at < OUTAGE_S:
-            status, ready = get(f"{base}/ready")
-            if status == 503:
-                seen_reasons.add(str(ready["reason"]).split(":")[0])
-            health_codes.add(get(f"{base}/healthz")[0])
-            source_up_values.add(metric(_metrics(base), "coordinator_mirror_source_up"))
-            time.sleep(1.0)
-        failures_during = mirror.store.status.query_restarts, mirror.store.failure
-        own_kafka.restart()
-        back_at = time.monotonic()
-        print(
-            f"outage: /ready reasons {sorted(seen_reasons)}, source_up {sorted(source_up_values)}, "
-            f"/healthz {sorted(health_codes)}, restarts/failure at the end of the outage "
-            f"{failures_during}"
-        )
-        assert "source unavailable" in seen_reasons
-        assert 0.0 in source_up_values
-        assert health_codes == {200}  # the process stays up and says it is alive
+    # -- the outage ------------------------------------------------------------------------
+    own_kafka.stop()
+    down_at = time.monotonic()
+    seen_reasons: set[str] = set()
+    source_up_values: set[float] = set()
+    health_codes: set[int] = set()
+    while time.monotonic() - down_at < OUTAGE_S:
+        status, ready = get(f"{base}/ready")
+        if status == 503:
+            seen_reasons.add(str(ready["reason"]).split(":")[0])
+        health_codes.add(get(f"{base}/healthz")[0])
+        source_up_values.add(metric(_metrics(base), "coordinator_mirror_source_up"))
+        time.sleep(1.0)
+    failures_during = mirror.store.status.query_restarts, mirror.store.failure
+    own_kafka.restart()
+    back_at = time.monotonic()
+    print(
+        f"outage: /ready reasons {sorted(seen_reasons)}, source_up {sorted(source_up_values)}, "
+        f"/healthz {sorted(health_codes)}, restarts/failure at the end of the outage "
+        f"{failures_during}"
+    )
+    assert "source unavailable" in seen_reasons
+    assert 0.0 in source_up_values
+    assert health_codes == {200}  # the process stays up and says it is alive
 
-        # -- after the outage: commits again, the mirror catches up by itself -------------------
-        for i, gid in enumerate(GROUPS):
-            _commit(own_kafka.bootstrap, gid, {1: 200 + i})
-            expected[gid][(TOPIC, 1)] = 200 + i
-        deadline = time.monotonic() + 900
-        while True:
-            try:
-                if all(_offsets(base, g) == expected[g] for g in GROUPS) and get(f"{base}/ready")[0] == 200:
-                    break
-            except AssertionError:
-                pass
-            assert time.monotonic() < deadline, f"not caught up after the outage: {get(f'{base}/ready')}"
-            time.sleep(1.0)
-        print(
-            f"caught up {time.monotonic() - back_at:.0f}s after the broker came back; "
-            f"query restarts {mirror.store.status.query_restarts}"
-        )
-        assert metric(_metrics(base), "coordinator_mirror_source_up") == 1
-        mirror.wait_batches(1, 300)
-        live = mirrored(base)
-    finally:
-        mirror.stop()
+    # -- after the outage: commits again, the mirror catches up by itself -------------------
+    for i, gid in enumerate(GROUPS):
+        _commit(own_kafka.bootstrap, gid, {1: 200 + i})
+        expected[gid][(TOPIC, 1)] = 200 + i
+    deadline = time.monotonic() + 900
+    while True:
+        try:
+            if all(_offsets(base, g) == expected[g] for g in GROUPS) and get(f"{base}/ready")[0] == 200:
+                break
+        except AssertionError:
+            pass
+        assert time.monotonic() < deadline, f"not caught up after the outage: {get(f'{base}/ready')}"
+        time.sleep(1.0)
+    print(
+        f"caught up {time.monotonic() - back_at:.0f}s after the broker came back; "
+        f"query restarts {mirror.store.status.query_restarts}"
+    )
+    assert metric(_metrics(base), "coordinator_mirror_source_up") == 1
+    mirror.wait_batches(1, 300)
+    live = mirrored(base)
+    mirror.stop()
 
     ref = uninterrupted_run(settings("reference"), spark)
     assert set(ref) == set(live) == set(GROUPS)

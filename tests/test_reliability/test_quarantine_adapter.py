@@ -11,26 +11,14 @@ through the query's own decode/collapse/pack body, a stand-in GroupState keeps t
 from __future__ import annotations
 
 import json
-import struct
 
 from state import codec
 from state.config import OffsetConfig
 from streaming.pipeline.adapter import make_group_function
-from tests.test_streaming.test_adapter import FakeGroupState, call, of_kind
-from tests.test_streaming.test_prepare import _s, commit_key, commit_value, group_key
+from tests.support.group_state import FakeGroupState, call, of_kind
+from tests.support.records import classic_value, commit_key, commit_value, group_key
 
 T0 = 1_700_000_000_000
-
-
-def classic_value(leader: str, members: list[str], generation: int = 1) -> bytes:
-    """GroupMetadataValue v3: a classic "consumer" group with ``members`` (no subscription bytes)."""
-    out = struct.pack(">h", 3) + _s("consumer") + struct.pack(">i", generation) + _s("range") + _s(leader)
-    out += struct.pack(">q", T0) + struct.pack(">i", len(members))
-    for m in members:
-        out += _s(m) + struct.pack(">h", -1) + _s("client") + _s("/127.0.0.1")
-        # rebalance and session timeouts, empty subscription and assignment bytes
-        out += struct.pack(">iiii", 30000, 10000, 0, 0)
-    return out
 
 
 def test_state_bytes_of_a_future_codec_version_quarantine_until_a_group_tombstone() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.support.require import require
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_security.conftest import Security, doc_feature_acls, readme_acls
+from tests.support.security import Security, doc_feature_acls, readme_acls
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -290,8 +290,7 @@ def test_the_docs_helm_example_for_sasl_ssl_connects(
     from streaming.cluster.groups import ClusterClient
     from streaming.cluster.jvm import Jvm
     from streaming.settings import load_settings
-    from tests.test_helm.conftest import REPO, Helm
-    from tests.test_helm.test_chart import _container
+    from tests.support.helm import REPO, Helm, _container
 
     doc = (REPO / "docs" / "kubernetes.md").read_text()
     section = doc.split("## Secrets", 1)[1]

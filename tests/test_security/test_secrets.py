@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_security.conftest import Acl, Security, readme_acls
+from tests.support.security import Acl, Security, readme_acls
 
 MIRROR_PASSWORD = "Src-Pass-2b8e41"
 WRITER_PASSWORD = "Out-Pass-9c7d03"

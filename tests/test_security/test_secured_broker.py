@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_security.conftest import Acl, Security, readme_acls
+from tests.support.security import Acl, Security, readme_acls
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

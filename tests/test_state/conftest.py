@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import require
-
-RETENTION_MINUTES = 1
-CHECK_INTERVAL_MS = 1000
+from tests.support.brokers import CHECK_INTERVAL_MS, RETENTION_MINUTES, start_broker
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +22,6 @@ def short_retention_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_versio
     )
     yield broker
     broker.stop()
-
-
-def start_broker(tmp_path_factory: pytest.TempPathFactory, name: str, **settings: Any) -> Any:
-    """A dedicated broker.  The launcher's random KRaft cluster id can start with "-", which
-    kafka-storage reads as an option: a new id fixes it, anything else is a real failure."""
-    require(shutil.which("java") is not None, "java 17+ on PATH")
-    from lab.broker import BrokerSettings, BrokerStartError, LocalKafka
-
-    for attempt in range(3):
-        broker = LocalKafka(BrokerSettings(**settings), tmp_path_factory.mktemp(f"{name}-{attempt}"))
-        try:
-            return broker.start()
-        except BrokerStartError as exc:
-            if "cluster-id" not in str(exc) or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")

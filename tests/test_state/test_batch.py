@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.records import DAY, HOUR, MIN, Log, cm, columns
 from state import events as ev
 from state.config import OffsetConfig
 from state.fold import fold_columns, step_detail
 from state.replay import fold
-
-from .builders import DAY, HOUR, MIN, Log, cm, columns
 
 
 def _mixed_log() -> Log:

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from lab.records import DAY, Log, cm, tip
 from state.codec import CURRENT_VERSION, StateCodecError, blob_version, decode, encode
 from state.expiry import expire
 from state.model import COUNTERS, Group
 from state.replay import fold
-
-from .builders import DAY, Log, cm, tip
 
 V0_BLOB = Path(__file__).with_name("state_v0.bin")  # written by the first format; never regenerate
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from lab.records import DAY, HOUR, MIN, T0, Log, cm, tip
 from state import events as ev
 from state.config import OffsetConfig
 from state.expiry import (
@@ -18,8 +19,6 @@ from state.expiry import (
 )
 from state.model import Group
 from state.replay import fold
-
-from .builders import DAY, HOUR, MIN, T0, Log, cm, tip
 
 R = 7 * DAY
 S4 = OffsetConfig(retention_ms=R, semantics="4.x", confirm_grace_ms=11 * MIN)

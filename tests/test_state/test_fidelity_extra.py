@@ -13,8 +13,7 @@ from state import events as ev
 from state.expiry import consumer_subscribed_topics, expires_at_ms
 from state.replay import FoldResult, fold
 from streaming.app.capture_cmd import capture
-
-from .test_fidelity import _compare, _records_by_group
+from tests.support.fidelity import _compare, _records_by_group
 
 pytestmark = pytest.mark.broker
 

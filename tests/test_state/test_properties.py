@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lab.records import AnyRecord, Log, cm, columns, tip
 from state import events as ev
 from state.codec import decode, encode
 from state.config import OffsetConfig
@@ -21,8 +22,6 @@ from state.expiry import all_deadlines, expires_at_ms, next_deadline_ms
 from state.fold import fold_columns, step_detail
 from state.model import Group
 from state.replay import fold
-
-from .builders import AnyRecord, Log, cm, columns, tip
 
 G = "g"
 TOPICS = ("t", "u")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.records import MIN, Log, cm, tip
 from state import events as ev
 from state.model import CLASSIC, CONSUMER, SHARE, SIMPLE, STREAMS
 from state.replay import DISPATCH, fold
 from state.snapshot import snapshot, summary
-
-from .builders import MIN, Log, cm, tip
 
 
 def types(events: list[ev.Event]) -> list[str]:

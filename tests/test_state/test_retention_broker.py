@@ -28,8 +28,7 @@ from state.model import Group
 from state.replay import fold
 from streaming.app.capture_cmd import capture
 from streaming.pipeline.capture_format import read_capture
-
-from .conftest import CHECK_INTERVAL_MS, RETENTION_MINUTES
+from tests.support.brokers import CHECK_INTERVAL_MS, RETENTION_MINUTES
 
 pytestmark = pytest.mark.broker
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lab.records import T0, Log, cm, columns, tip
 from state import codec
 from state.abandoned import abandoned_partitions, abandoned_topics, subscribed_topics
 from state.expiry import all_deadlines
@@ -20,8 +21,6 @@ from state.rhythm import (
     points,
 )
 from state.snapshot import snapshot
-
-from .builders import T0, Log, cm, columns, tip
 
 
 # ------------------------------------------------------------------------------------------ rhythm

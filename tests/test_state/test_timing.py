@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from decoders.records import ConsumerGroupTargetAssignmentMetadataValue, GroupKey
+from lab.records import T0, Log, cm, tip
 from state import codec
 from state.events import RebalanceTimed
 from state.replay import fold
 from state.timing import Timing, phases
-
-from .builders import T0, Log, cm, tip
 
 
 def _timed(log: Log, group: str = "g") -> list[RebalanceTimed]:

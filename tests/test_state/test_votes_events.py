@@ -6,12 +6,11 @@ import json
 
 import pytest
 
+from lab.records import Log, cm
 from state import events as ev
 from state.model import Member
 from state.replay import fold
 from state.votes import java_hashmap_order, java_max_by_count, java_string_hash, protocol_votes
-
-from .builders import Log, cm
 
 
 @pytest.mark.parametrize(

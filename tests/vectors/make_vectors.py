@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 
 from decoders import REGISTRIES, record_json  # noqa: E402
 from streaming.pipeline.capture_format import CapturedRecord, read_capture, read_header  # noqa: E402
-from tests.test_decoders.oracle import (  # noqa: E402
+from tests.support.decoders_oracle import (  # noqa: E402
     check,
     check_all,
     diff,

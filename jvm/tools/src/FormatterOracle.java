@@ -5,8 +5,8 @@
 //
 //   java -cp 'jvm/lib/kafka-V/*:jvm/lib/tools-4.3.1' FormatterOracle < records.txt
 //
-// tests/test_decoders/oracle.py feeds it captures and compares its output with our decoders, e.g.
-//   .venv/bin/python -m tests.test_decoders.oracle CAPTURE.jsonl [--jars 3.9.2]
+// tests/support/decoders_oracle.py feeds it captures and compares its output with our decoders, e.g.
+//   .venv/bin/python -m tests.support.decoders_oracle CAPTURE.jsonl [--jars 3.9.2]
 //
 //   java -cp ... FormatterOracle --share-group-state < records.txt
 //     the same for records of `__share_group_state` (the share coordinator's ShareSnapshot K=0 /

@@ -1,0 +1,167 @@
+"""The generated dashboards, rules and metrics table (docs/monitoring.md): up to date, well-formed,
+and naming only series the exporter has."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from dashboards import build
+from dashboards.grafana import GRID_WIDTH, STATE_CODES, metric, sel
+from dashboards.insights import INSIGHTS_UID
+from dashboards.panels import DASHBOARDS, DETAIL_UID, HEALTH_UID, OVERVIEW_UID, TOPIC_UID
+from streaming.serving.catalogue import CATALOGUE, SAMPLE_NAMES, metrics_table
+from tests.support.promql import REPO, dashboard_queries, dashboards, metric_names, panels, rule_queries
+
+MONITORING_DOC = REPO / "docs" / "monitoring.md"
+TABLE_BEGIN = "<!-- metrics-table:begin (generated from streaming/serving/catalogue.py) -->"
+TABLE_END = "<!-- metrics-table:end -->"
+
+
+def test_committed_files_are_what_the_generator_writes() -> None:
+    for path, content in build.generated().items():
+        assert path.exists(), f"{path} missing: run `make dashboards`"
+        assert path.read_text() == content, f"{path} differs from the generator: run `make dashboards`"
+    assert build.main(["--check"]) == 0
+    assert {p.name for p in build.GRAFANA_DIR.glob("*.json")} == set(DASHBOARDS)
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "alerts.yaml"
+    fake.write_text("groups: []\n")
+    for name in ("GRAFANA_DIR", "CHART_DASHBOARDS"):
+        monkeypatch.setattr(build, name, tmp_path / name)
+        (tmp_path / name).mkdir()
+    gone = tmp_path / "CHART_DASHBOARDS" / "retired.json"  # a dashboard no longer generated
+    gone.write_text("{}")
+    monkeypatch.setattr(build, "RULES_FILE", fake)
+    monkeypatch.setattr(build, "generated", lambda: {fake: "groups: [x]\n"})
+    assert build.main(["--check"]) == 1
+    assert fake.read_text() == "groups: []\n" and gone.exists()  # --check writes nothing
+    assert build.main([]) == 0 and fake.read_text() == "groups: [x]\n" and not gone.exists()
+    assert build.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_dashboard_structure(name: str) -> None:
+    dash = dashboards()[name]
+    assert dash["uid"] in {OVERVIEW_UID, DETAIL_UID, TOPIC_UID, HEALTH_UID, INSIGHTS_UID}
+    assert len(dash["uid"]) <= 40 and re.fullmatch(r"[a-z0-9-]+", dash["uid"])
+    assert dash["title"] and dash["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
+    assert variables["cluster"]["type"] == "query"
+    if dash["uid"] == DETAIL_UID:
+        assert variables["group"]["type"] == "query" and not variables["group"]["multi"]
+    ids = [p["id"] for p in panels(dash)]
+    assert len(ids) == len(set(ids))
+    occupied: set[tuple[int, int]] = set()
+    for p in panels(dash):
+        pos = p["gridPos"]
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= GRID_WIDTH, (p["title"], pos)
+        cells = {
+            (x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])
+        }
+        assert not cells & occupied, f"{p['title']} overlaps another panel"
+        occupied |= cells
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+        assert p["description"], p["title"]
+        assert p["targets"], p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs))
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}"
+            assert '$cluster"' in t["expr"], (p["title"], t["expr"])  # every query is per cluster
+            if dash["uid"] == DETAIL_UID and p["title"] not in ("Kind · protocol",):
+                assert "$group" in t["expr"], (p["title"], t["expr"])
+            if dash["uid"] == TOPIC_UID:
+                assert '$topic"' in t["expr"], (p["title"], t["expr"])
+    for a in dash["annotations"]["list"]:
+        if "expr" in a:
+            assert a["datasource"]["uid"] == "${datasource}" and "$group" in a["expr"]
+
+
+def test_overview_opens_with_who_is_lagging() -> None:
+    """The first row is lag (what users of kafka-lag-exporter, KMinion and kafka_exporter open
+    first), filtered by cluster, group and topic; the per-group panels below follow the group
+    filter."""
+    dash = dashboards()["consumer-groups-overview.json"]
+    rows = [p for p in dash["panels"] if p["type"] == "row"]
+    assert rows[0]["title"] == "Who is lagging" and dash["panels"][0] is rows[0]
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    for name in ("cluster", "group", "topic"):
+        assert variables[name]["multi"] and variables[name]["includeAll"], name
+    first_row = dash["panels"][1 : dash["panels"].index(rows[1])]
+    titles = {p["title"] for p in first_row}
+    assert {"Top groups by lag (seconds)", "Top groups by lag (messages)"} <= titles
+    lag_exprs = [t["expr"] for p in first_row for t in p["targets"]]
+    assert all('group=~"$group"' in e for e in lag_exprs if "kafka_consumergroup" in e)
+    assert any('topic=~"$topic"' in e for e in lag_exprs)
+    for p in panels(dash):
+        for t in p.get("targets", []):
+            for name in metric_names(t["expr"]):
+                if "group" in SAMPLE_NAMES[name].labels:
+                    assert 'group=~"$group"' in t["expr"], (p["title"], t["expr"])
+
+
+def test_topic_dashboard_shows_consumers_and_partitions() -> None:
+    dash = dashboards()["kafka-topic.json"]
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert (
+        not variables["topic"]["multi"]
+        and "kafka_partition_latest_offset" in variables["topic"]["definition"]
+    )
+    assert [p["title"] for p in dash["panels"] if p["type"] == "row"] == ["Consumers", "Partitions"]
+
+
+def test_detail_dashboard_has_change_annotations() -> None:
+    detail = dashboards()["consumer-group-detail.json"]
+    names = {a["name"] for a in detail["annotations"]["list"]}
+    assert {"Rebalances", "State changes", "Members joined or left"} <= names
+
+
+def test_state_timelines_map_every_state_code() -> None:
+    for dash in dashboards().values():
+        for p in panels(dash):
+            if p["type"] == "state-timeline":
+                options = p["fieldConfig"]["defaults"]["mappings"][0]["options"]
+                assert {v["text"] for v in options.values()} == set(STATE_CODES)
+
+
+def test_every_query_names_only_catalogue_series() -> None:
+    seen: set[str] = set()
+    queries = [q for name, d in dashboards().items() for q in dashboard_queries(d, name)]
+    queries += list(rule_queries())
+    for q in queries:
+        names = metric_names(q.expr)
+        assert names or q.kind == "variable", f"{q.dashboard} / {q.where}: selects no metric: {q.expr}"
+        unknown = names - set(SAMPLE_NAMES) - {"up"}  # Prometheus' own scrape series (MirrorDown)
+        assert not unknown, f"{q.dashboard} / {q.where}: not in the catalogue: {unknown}"
+        seen |= names
+    # and every series the exporter pays for is shown or alerted on somewhere
+    families = {SAMPLE_NAMES[n].name for n in seen if n in SAMPLE_NAMES}
+    assert {m.name for m in CATALOGUE} - families == set()
+
+
+def test_builder_refuses_unknown_metrics() -> None:
+    with pytest.raises(KeyError):
+        metric("coordinator_mirror_group_lag")
+    with pytest.raises(KeyError):
+        sel("kafka_consumergroup_group_lag_total")
+
+
+def test_docs_have_exactly_the_generated_metrics_table() -> None:
+    text = MONITORING_DOC.read_text()
+    assert text.count(TABLE_BEGIN) == 1 and text.count(TABLE_END) == 1, "docs/monitoring.md table markers"
+    inside = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
+    assert inside.strip("\n") == metrics_table().strip("\n"), (
+        "docs/monitoring.md metrics table is stale: run python docs/generate.py"
+    )
+    for m in CATALOGUE:
+        assert f"`{m.name}`" in inside

@@ -1,0 +1,125 @@
+"""The tests' own layout (tests/README.md): helpers live in tests/support or the lab, never in a test
+module another imports; test folders hold tests only; bench/ is a client of the product and the lab.
+
+lint-imports keeps the test folders independent of each other (pyproject.toml); what a contract
+cannot name -- "any test_* module", a relative import inside one folder, a ``sys.path`` edit -- is
+read here from the sources themselves."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+BENCH = REPO / "bench"
+LAB = REPO / "lab"
+
+
+def _modules(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, source: str | None = None) -> Iterator[tuple[int, str]]:
+    """Every module ``path`` imports (relative imports resolved), with its line; ``source`` stands in
+    for the file's text."""
+    text = path.read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(text, filename=str(path))
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                # `from . import test_x` names a module; `from .m import f` names a module and a member
+                yield node.lineno, module if node.module else f"{module}.{alias.name}"
+
+
+def _is_test_module_itself(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return name.startswith("tests.") and (last.startswith("test_") or last == "conftest")
+
+
+def test_no_module_imports_a_test_module() -> None:
+    bad = [
+        f"{p.relative_to(REPO)} l.{line}: {name}"
+        for p in _modules(TESTS)
+        for line, name in imported(p)
+        if _is_test_module_itself(name)
+    ]
+    assert not bad, f"test modules imported (move the helper to tests/support): {bad}"
+
+
+def test_test_folders_hold_tests_only() -> None:
+    """A module in a test folder is a test module, a conftest or a package marker; helpers go to
+    tests/support (or the lab, when a bench uses them too)."""
+    helpers = [
+        str(p.relative_to(REPO))
+        for p in _modules(TESTS)
+        if p.parent != TESTS
+        and p.relative_to(TESTS).parts[0].startswith("test_")
+        and not (p.name.startswith("test_") or p.name in {"conftest.py", "__init__.py"})
+    ]
+    assert not helpers, helpers
+
+
+@pytest.mark.parametrize("root", [BENCH, LAB], ids=["bench", "lab"])
+def test_bench_and_lab_import_nothing_of_tests(root: Path) -> None:
+    bad = [
+        f"{p.relative_to(REPO)} l.{line}: {name}"
+        for p in _modules(root)
+        for line, name in imported(p)
+        if name == "tests" or name.startswith("tests.")
+    ]
+    assert not bad, bad
+
+
+def test_bench_edits_no_sys_path() -> None:
+    """Benches run as ``python -m bench.x`` from the checkout, with the installed packages."""
+    bad = []
+    for p in _modules(BENCH):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "path"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ):
+                bad.append(f"{p.relative_to(REPO)} l.{node.lineno}")
+    assert not bad, bad
+
+
+def test_the_import_reader_sees_what_the_rules_forbid() -> None:
+    """The rules above can fail: the reader resolves each import form they forbid."""
+    probe = TESTS / "test_streaming" / "test_serving" / "probe.py"
+    source = "\n".join(
+        [
+            "from .test_api import x",
+            "from . import test_store",
+            "from tests.test_state.conftest import y",
+            "import tests.test_live.test_lag_live",
+            "from tests.support.http import get",
+            "from ..test_pipeline.test_adapter import z",
+        ]
+    )
+    names = [name for _, name in imported(probe, source)]
+    assert [n for n in names if _is_test_module_itself(n)] == [
+        "tests.test_streaming.test_serving.test_api",
+        "tests.test_streaming.test_serving.test_store",
+        "tests.test_state.conftest",
+        "tests.test_live.test_lag_live",
+        "tests.test_streaming.test_pipeline.test_adapter",
+    ]

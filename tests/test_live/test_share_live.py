@@ -1,0 +1,185 @@
+"""Share groups end to end: a real share consumer that accepts, releases and rejects records
+(`lab.scenarios_insights.share_acks`), the mirror's `__share_group_state` query on the session
+broker, and Kafka's own view of the same share group -- ``kafka-share-groups.sh --describe
+--offsets`` (Kafka 4.3.1's ShareGroupCommand, run from the broker's jars).
+
+Asserted: per share-partition the mirror's start offset and lag equal Kafka's; the delivery state
+the mirror folded agrees, record by record, with what the consumer did (accepted -> acknowledged,
+rejected -> archived, released then accepted -> delivered twice); the broker's delivery complete
+count equals the acknowledged + archived records of the folded state; ``GET /groups/{id}`` carries
+``share_state`` and ``/metrics`` the share families; undecodable records of the topic are counted
+and kept with their partition and offset while the query goes on (`fold_share`, real bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from lab.scenarios_insights import ACCEPT, REJECT
+from tests.support.live_mirror import get, group_url, live_settings
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+#: kafka-share-groups.sh's class
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def kafka_share_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """``kafka-share-groups.sh --describe --offsets``: (topic, partition) -> (start offset, lag)."""
+    from streaming.jars import kafka_classpath
+
+    out = subprocess.run(
+        ["java", "-Xmx256m", "-cp", kafka_classpath(), SHARE_GROUP_COMMAND,
+         "--bootstrap-server", bootstrap, "--describe", "--group", group, "--offsets"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    rows = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == group and re.fullmatch(r"-?\d+", parts[3]):
+            rows[(parts[1], int(parts[2]))] = (int(parts[3]), int(parts[4]))
+    assert rows, out.stdout + out.stderr
+    return rows
+
+
+@pytest.fixture(scope="module")
+def mirror(
+    module_mirrors: Any, kafka: Any, share_acks_result: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    settings = live_settings(kafka.bootstrap, tmp_path_factory.mktemp("share-live"), cluster_name="share")
+    return module_mirrors.start(settings, ready_s=300)
+
+
+def _share_state(mirror: Any, group: str, want: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+    """The mirror's share_state of ``group`` once it shows Kafka's start offsets and lags."""
+    url = group_url(mirror, group)
+    deadline = time.monotonic() + 120
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = get(url).get("share_state") or {}
+        got = {
+            (x["topic"], x["partition"]): (x["start_offset"], x["lag"]) for x in state.get("partitions", ())
+        }
+        if got == want:
+            return state
+        time.sleep(1)
+    raise AssertionError(f"the mirror's share state never matched Kafka's {want}: {state}")
+
+
+def test_share_partitions_agree_with_kafka_share_groups_describe(
+    mirror: Any, kafka: Any, share_acks_result: Any
+) -> None:
+    group = share_acks_result.group.group_id
+    facts = share_acks_result.facts
+    kafka_view = kafka_share_offsets(kafka.bootstrap, group)
+    assert all(lag == facts["left_over"] for _, lag in kafka_view.values())  # Kafka: the unconsumed records
+    state = _share_state(mirror, group, kafka_view)
+    acked = {tuple(map(int, k.split(":"))): a for k, a in facts["acknowledged"].items()}
+    deliveries = {tuple(map(int, k.split(":"))): n for k, n in facts["deliveries"].items()}
+    for x in state["partitions"]:
+        p = x["partition"]
+        # the broker's delivery complete count = what the folded state holds as done
+        assert x["delivery_complete_count"] == x["complete_in_state"] == x["acknowledged"] + x["archived"]
+        for b in x["state_batches"]:
+            for offset in range(b["first_offset"], b["last_offset"] + 1):
+                want = {ACCEPT: "acknowledged", REJECT: "archived"}[acked[(p, offset)]]
+                assert b["delivery_state"] == want, (p, offset, b)
+                assert b["delivery_count"] == deliveries[(p, offset)], (p, offset, b)
+        assert x["start_offset"] > min(o for q, o in acked if q == p)  # settled records left the window
+    assert state["lag"] == sum(lag for _, lag in kafka_view.values())
+
+
+def test_share_metrics_are_exported(mirror: Any, share_acks_result: Any) -> None:
+    group = share_acks_result.group.group_id
+    text = get(f"{mirror.http.url}/metrics").decode()
+    lines = [ln for ln in text.splitlines() if f'group="{group}"' in ln]
+    assert any(ln.startswith("coordinator_mirror_share_partition_lag{") for ln in lines), lines
+    assert any(ln.startswith("coordinator_mirror_share_group_lag{") for ln in lines)
+    assert any(
+        'state="archived"' in ln and ln.startswith("coordinator_mirror_share_partition_records{")
+        for ln in lines
+    )
+    assert re.search(
+        r'coordinator_mirror_share_state_records_total\{cluster_name="share",status="ok"\} [1-9]', text
+    )
+    assert mirror.share_state is not None and mirror.share_state.running()
+
+
+def test_undecodable_records_are_counted_and_kept_never_fatal() -> None:
+    """`fold_share` (the query's stateful function) over real bytes of a share group and damaged
+    ones: the damaged record becomes an error row with its partition and offset, the group's state
+    is still folded from the good ones."""
+    from streaming.pipeline.share_state import ShareSink, fold_share, pack_rows
+
+    vectors = json.loads(
+        (Path(__file__).resolve().parents[1] / "vectors" / "kafka-4.3.1-share-state.json").read_text()
+    )
+    good = next(v for v in vectors["vectors"] if v["key"] and v["value"] and v["scenario"] == "share_acks")
+    key, value = bytes.fromhex(good["key"]), bytes.fromhex(good["value"])
+    import pyarrow as pa
+
+    batch = pa.record_batch({
+        "key": [key, key, b"\x00"],
+        "value": [value, value[:9], b"\x00"],
+        "partition": pa.array([0, 0, 1], pa.int32()),
+        "offset": pa.array([10, 11, 12], pa.int64()),
+        "timestamp": pa.array([1, 2, 3], pa.int64()),
+    })  # fmt: skip
+    packed = next(iter(pack_rows([batch]))).to_pydict()
+    by_group = dict(zip(packed["group_id"], packed["packed"], strict=True))
+    assert set(by_group) == {good["group"], None}
+
+    class State:
+        exists = False
+        removed = False
+        value: Any = None
+
+        def update(self, v: Any) -> None:
+            self.exists, self.value = True, v
+
+        @property
+        def get(self) -> Any:
+            return self.value
+
+        def remove(self) -> None:
+            self.removed = True
+
+    rows = []
+    for gid, blob in by_group.items():
+        gs = State()
+        for frame in fold_share((gid,), iter([pd.DataFrame({"packed": [blob]})]), gs):
+            rows += frame.to_dict("records")
+        if gid is not None:
+            assert gs.exists  # the good record folded: the group has a state
+    errors = [json.loads(r["body"]) for r in rows if r["kind"] == "error"]
+    assert {(e["source_partition"], e["source_offset"], e["status"]) for e in errors} == {
+        (0, 11, "error"),
+        (1, 12, "error"),
+    }
+
+    class Frame:  # what foreachBatch hands over: .collect()
+        def __init__(self, rows: list[dict[str, Any]]) -> None:
+            self.rows = [type("Row", (), r) for r in rows]
+
+        def collect(self) -> list[Any]:
+            return self.rows
+
+    from streaming.serving.share import ShareStateStore
+    from streaming.serving.store import SnapshotStore
+
+    store, main = ShareStateStore(), SnapshotStore()
+    sink = ShareSink(store, main)
+    sink(Frame(rows), 0)  # type: ignore[arg-type]
+    sink(Frame(rows), 0)  # the same batch again after a restart: counted once
+    assert store.records == {"ok": 1, "error": 2, "unknown": 0}
+    assert len(store.errors) == 2 and len(main.errors) == 2
+    assert {e["topic"] for e in main.errors} == {"__share_group_state"}
+    assert store.blob(good["group"]) is not None

@@ -1,0 +1,129 @@
+"""`streaming.app.lag_loop.LagLoop` with a fake offsets reader: the sink's changed groups are
+applied at once without a thread and parked (newest wins) with one, a round applies them before
+reading the log offsets, and Burrow's status changes become counted, written health events."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from lab.records import Log
+from state import codec
+from state.model import Group
+from state.replay import fold
+from streaming.app.driver_events import DriverEvents
+from streaming.app.lag_loop import LagLoop
+from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
+from streaming.pipeline.sinks import HEALTH_EVENTS
+from streaming.serving.burrow import Burrow
+from streaming.serving.store import SnapshotStore
+
+
+def group(gid: str, offset: int) -> Group:
+    log = Log(partition=0)
+    log.commit(gid, "t", 0, offset)
+    g = fold(None, log.records, group_id=gid).group
+    assert g is not None
+    return g
+
+
+def row(g: Group) -> Any:
+    return SimpleNamespace(
+        kind="snapshot", group_id=g.group_id, summary=json.dumps({"exists": True}), blob=codec.encode(g)
+    )
+
+
+class FakeReader:
+    def __init__(self) -> None:
+        self.end = 100
+        self.asked: list[set[tuple[str, int]]] = []
+
+    def read(self, wanted: Any, subscribed: Any = ()) -> LogOffsets:
+        self.asked.append(set(wanted))
+        return LogOffsets(0, {tp: PartitionEnds(0, self.end, self.end) for tp in wanted})
+
+
+class FakeSink:
+    def __init__(self) -> None:
+        self.written: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def write_driver_events(self, events: list[dict[str, Any]], at_ms: int, name: str) -> None:
+        self.written.append((name, events))
+
+
+def loop(reader: FakeReader | None) -> tuple[LagLoop, LagTracker, SnapshotStore, FakeSink]:
+    tracker = LagTracker("read_committed", 60)
+    burrow = Burrow(tracker, "c", 10, 0)
+    store = SnapshotStore()
+    events = DriverEvents()
+    sink = FakeSink()
+    events.attach(sink)  # type: ignore[arg-type]
+    return LagLoop(0.1, store, tracker, burrow, reader=reader, events=events), tracker, store, sink
+
+
+def test_without_a_thread_groups_are_applied_at_once() -> None:
+    lag, tracker, _store, _sink = loop(None)
+    lag.on_batch(0, [row(group("g", 40))])
+    assert tracker.view("g") is not None
+    lag.on_batch(1, [SimpleNamespace(kind="deleted", group_id="g")])
+    assert tracker.view("g") is None
+
+
+def test_parked_groups_are_applied_before_the_round_reads_offsets() -> None:
+    reader = FakeReader()
+    lag, tracker, _store, _sink = loop(reader)
+    lag._thread = object()  # type: ignore[assignment]  # as if started: park, do not apply
+    lag.on_batch(0, [row(group("g", 10))])
+    lag.on_batch(1, [row(group("g", 40))])  # the newest of a group wins
+    assert tracker.view("g") is None
+    lag.round()
+    assert reader.asked == [{("t", 0)}]
+    [r] = tracker.group_lag("g") or []
+    assert (r.committed, r.end, r.lag) == (40, 100, 60)
+
+
+class FakeBurrow:
+    """Burrow's evaluation as the loop sees it: the change events of one evaluation."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+        self.history = SimpleNamespace(record=lambda views, tracker: None)
+
+    def evaluate_all(self, now_ms: int, *, pause: Any = None) -> list[dict[str, Any]]:
+        return self.events
+
+
+def test_status_changes_become_counted_health_events() -> None:
+    events = [
+        {"type": "group_status_changed", "group_id": "g", "before": "OK", "after": "ERR"},
+        {"type": "partition_stalled", "group_id": "g", "topic": "t", "partition": 0},
+        {"type": "partition_stalled", "group_id": "g", "topic": "t", "partition": 1},
+    ]
+    store = SnapshotStore()
+    sink = FakeSink()
+    driver_events = DriverEvents()
+    driver_events.attach(sink)  # type: ignore[arg-type]
+    tracker = LagTracker("read_committed", 60)
+    lag = LagLoop(0.1, store, tracker, FakeBurrow(events), reader=FakeReader(), events=driver_events)  # type: ignore[arg-type]
+    lag.round()
+    assert store.tallies_snapshot() == {
+        ("event", "group_status_changed"): 1,
+        ("event", "partition_stalled"): 2,
+    }
+    assert sink.written == [(HEALTH_EVENTS, events)]
+
+
+def test_a_health_event_write_that_fails_does_not_fail_the_round() -> None:
+    class BrokenSink(FakeSink):
+        def write_driver_events(self, events: list[dict[str, Any]], at_ms: int, name: str) -> None:
+            raise RuntimeError("events topic unavailable")
+
+    store = SnapshotStore()
+    driver_events = DriverEvents()
+    driver_events.attach(BrokenSink())  # type: ignore[arg-type]
+    events = [{"type": "offset_rewound", "group_id": "g"}]
+    tracker = LagTracker("read_committed", 60)
+    lag = LagLoop(0.1, store, tracker, FakeBurrow(events), reader=FakeReader(), events=driver_events)  # type: ignore[arg-type]
+    lag.round()
+    assert store.tallies_snapshot() == {("event", "offset_rewound"): 1}
