@@ -9,7 +9,8 @@ and which of its partitions trail its newest commit.
   batch-invariance property).  `commit_rate` at ``now``: commits after the window's first point
   over the time from it to ``now``, so a group that stopped committing decays towards 0 instead of
   keeping its last rate.  Collapsed commits count as the commits they stand for (``n_commits``), at
-  the time of the row kept: within one micro-batch, so at most a trigger interval off.
+  the time of the row kept -- the last of its run, and runs never cross a bucket's edge
+  (`streaming.pipeline.prepare`), so the window is exactly the uncollapsed log's.
 * Partitions behind the rhythm (`commit_lags`): per committed partition (abandoned ones left out,
   `state.abandoned`), how far its last commit trails the group's newest commit.  A consumer that
   commits only some partitions -- or stopped on one -- shows here before its lag does; a partition

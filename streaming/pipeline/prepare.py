@@ -13,7 +13,8 @@ commit, so that the earliest record of every group in the range survives.  A tom
 and is always kept, with the commit just before it: a commit-then-delete must still count as a
 deleted offset, and the deleted commit may be the only record that tells the topic id's name --
 collapsing across it would make the mirror's state depend on where micro-batches happen to split
-the log (a restart after a crash must end in exactly the state of an uninterrupted run).  Real
+the log (a restart after a crash must end in exactly the state of an uninterrupted run).  For the
+same reason a run ends where a commit-rhythm bucket of record time does (`state.rhythm`).  Real
 traffic is commit after commit, so nearly every repeat still collapses.
 
 Every other record (group metadata, KIP-848/share/streams records, unknown types, decode errors)
@@ -43,6 +44,7 @@ import pyarrow.compute as pc
 
 from decoders import arrow_schema, decode_arrow
 from decoders.columns import COLUMNS, SHUFFLED
+from state.rhythm import BUCKET_MS
 from streaming.pipeline import worker_tune
 
 #: rows buffered before collapsing: bounds a Python worker's memory, while still collapsing most
@@ -85,14 +87,23 @@ def collapse_commits(batch: pa.RecordBatch) -> pa.RecordBatch:
     t = _filled(pc.dictionary_encode(batch.column("topic")).indices, -1)[commit_idx]
     p = _filled(batch.column("partition_num"), -1)[commit_idx]
     off = _filled(batch.column("source_offset"), -1)[commit_idx]
+    bucket = _filled(batch.column("source_timestamp_ms"), 0)[commit_idx] // BUCKET_MS
     order = np.lexsort((off, p, t, g))
-    gs, ts, ps = g[order], t[order], p[order]
+    gs, ts, ps, bs = g[order], t[order], p[order], bucket[order]
     sub_tomb = tomb[commit_idx][order]
-    # A segment is a run of consecutive commits to one (group, topic, partition), or a single
-    # tombstone; the last row of each segment (highest log offset) is the one we keep.
+    # A segment is a run of consecutive commits to one (group, topic, partition) within one
+    # commit-rhythm bucket of record time (`state.rhythm.BUCKET_MS`), or a single tombstone; the
+    # last row of each segment (highest log offset) is the one we keep.  Runs end at a bucket's
+    # edge so that the rhythm window -- one point per bucket, its last commit -- is the same
+    # however micro-batches split the log.
     starts = np.ones(order.size, dtype=bool)
     starts[1:] = (
-        (gs[1:] != gs[:-1]) | (ts[1:] != ts[:-1]) | (ps[1:] != ps[:-1]) | sub_tomb[1:] | sub_tomb[:-1]
+        (gs[1:] != gs[:-1])
+        | (ts[1:] != ts[:-1])
+        | (ps[1:] != ps[:-1])
+        | (bs[1:] != bs[:-1])
+        | sub_tomb[1:]
+        | sub_tomb[:-1]
     )
     run_starts = np.flatnonzero(starts)
     run_ends = np.append(run_starts[1:], order.size) - 1
