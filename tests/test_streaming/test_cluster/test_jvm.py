@@ -108,3 +108,23 @@ def test_an_unreachable_cluster_is_an_error_not_an_empty_answer(driver_jvm: Any)
             c.cluster_id()
     finally:
         c.close()
+
+
+@pytest.mark.broker  # a JVM with the resolved jars
+def test_close_ends_the_jvm_even_with_a_client_open(kafka: Any) -> None:
+    """A mirror started and stopped many times in one process leaves no JVM behind: the gateway's
+    shutdown alone left the process running while an Admin client's non-daemon threads lived."""
+    import time
+    from pathlib import Path
+
+    from streaming.cluster.jvm import Jvm
+
+    jvm = Jvm.launch()
+    pid = jvm.pid
+    jvm.open(CLUSTER_READS, {"bootstrap.servers": kafka.bootstrap}, 30.0)  # never closed
+    jvm.close()
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+        assert time.monotonic() < deadline, "the JVM outlived close()"
+        time.sleep(0.2)
+    jvm.close()  # idempotent
