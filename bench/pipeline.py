@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.preload import floor_read, preload  # the preload and the floor (bench/readiness.py too)
+from lab.proc import tree_pids
 
 
 def log(msg: str) -> None:
@@ -69,24 +70,11 @@ class RssSampler:
 
         return rss_bytes(pid)
 
-    @staticmethod
-    def _children(pid: int) -> list[int]:
-        out = []
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as fh:
-                    out += [int(c) for c in fh.read().split()]
-        except OSError:
-            pass
-        return out
-
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.wait(0.5):
             jvm = workers = 0
-            stack = self._children(me)
-            while stack:
-                pid = stack.pop()
+            for pid in tree_pids(me)[1:]:  # every descendant
                 try:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
                 except OSError:
@@ -95,7 +83,6 @@ class RssSampler:
                     jvm += self._rss(pid)
                 elif b"pyspark" in cmd or b"python" in cmd:
                     workers += self._rss(pid)
-                stack += self._children(pid)
             self.peak["jvm"] = max(self.peak["jvm"], jvm)
             self.peak["python_workers"] = max(self.peak["python_workers"], workers)
             self.peak["driver_python"] = max(self.peak["driver_python"], self._rss(me))
