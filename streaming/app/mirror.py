@@ -365,6 +365,8 @@ class Mirror:
         self._stopped.set()
         if self.supervisor is not None:
             self.supervisor.stop()
+        if self.share_state is not None:  # first: it must not start its query during the stop
+            self.share_state.stop()
         q = self.run.query
         if q is not None and self.spark is not None:
             try:
@@ -375,8 +377,6 @@ class Mirror:
                 log.exception("stopping the query failed")
         if self.progress is not None:
             self.progress.stop()
-        if self.share_state is not None:
-            self.share_state.stop()
         if self.http is not None:
             self.http.stop()
         # the driver's own Kafka clients: dropping them closes their Admin client (no

@@ -337,6 +337,8 @@ class ShareStateMirror:
                     recovered = True
                     if n:
                         log.info("recovered %d share groups from %s", n, checkpoint_of(s))
+                if self._stopped.is_set():
+                    return  # the mirror is stopping: no query now
                 sink = ShareSink(self.store, self.groups)
                 self.query = start_query(self.spark, s, sink, partitions)
                 self.failure = None
@@ -352,11 +354,14 @@ class ShareStateMirror:
         return q is not None and bool(q.isActive)
 
     def stop(self) -> None:
+        """No query starts after this (the thread is joined first: one it is starting is then
+        stopped too)."""
         self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
         q = self.query
         if q is not None:
             try:
                 q.stop()
             except Exception:
                 log.debug("stopping the share-state query failed", exc_info=True)
-        self._thread.join(30)
