@@ -184,6 +184,7 @@ def test_kip848_assignment_on_a_topic_id_with_dash_or_underscore(mirror: Any, ka
             assigned == {topic}
             and {(r["topic"], r["partition"]) for r in rows} == {(topic, 0), (topic, 1)}
             and all((r["committed_offset"] is not None) is committed for r in rows)
+            and all(r["end_offset"] is not None for r in rows)  # a lag round has read the ends
         )
         return (snap, rows) if ready else None
 
