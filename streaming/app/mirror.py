@@ -366,7 +366,7 @@ class Mirror:
         if self.supervisor is not None:
             self.supervisor.stop()
         if self.share_state is not None:  # first: it must not start its query during the stop
-            self.share_state.stop()
+            self.share_state.stop(restore=not self._owns_session)
         q = self.run.query
         if q is not None and self.spark is not None:
             try:

@@ -40,6 +40,7 @@ from decoders import decode_share_state_record
 from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
 from streaming.health.lag import LagTracker
+from streaming.pipeline.query import stop_quietly
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
 from streaming.serving.store import SnapshotStore
@@ -353,15 +354,19 @@ class ShareStateMirror:
         q = self.query
         return q is not None and bool(q.isActive)
 
-    def stop(self) -> None:
+    def stop(self, *, restore: bool = True) -> None:
         """No query starts after this (the thread is joined first: one it is starting is then
-        stopped too)."""
+        stopped too).  Spark's logging is restored afterwards only when ``restore``: the
+        DAGScheduler logs about the cancelled job group on its own thread, after ``stop()``
+        returned."""
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(30)
         q = self.query
         if q is not None:
             try:
-                q.stop()
+                # Spark's lines about stopping (a job group with no active job to cancel: a WARN
+                # at every stop between two batches) are not the user's business
+                stop_quietly(q, self.spark, restore=restore)
             except Exception:
                 log.debug("stopping the share-state query failed", exc_info=True)

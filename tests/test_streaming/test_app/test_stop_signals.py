@@ -227,7 +227,7 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
     # "tree" need not be quiet: the Python workers die under a running batch, whose failure Spark
     # logs (the reason to give systemd KillMode=mixed); still exit 0 and, below, nothing lost
     if target != "tree":
-        assert len(after) == 1, after  # one line, nothing else
+        assert len(after) == 1, "\n".join(after)  # one line, nothing else
         assert not [ln for ln in lines if "Traceback" in ln or "ERROR" in ln], text[-3000:]
 
     # nothing lost: the next run resumes from the checkpoint to the coordinator's offsets ...
