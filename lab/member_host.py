@@ -1,4 +1,4 @@
-"""Host one lab :class:`~lab.lab.Member` in its own Python process.
+"""Host one lab :class:`~lab.members.Member` in its own Python process.
 
 kafka-python 3.0 runs every client of a process on one shared IO loop. In a process that is busy
 with other work (a Spark driver, py4j callbacks, HTTP servers, other members) that loop stalls,
@@ -26,7 +26,7 @@ def _write(lock: threading.Lock, obj: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    from lab.lab import Member
+    from lab.members import Member
 
     kwargs = json.loads(sys.argv[1])
     lock = threading.Lock()

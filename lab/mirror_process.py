@@ -428,7 +428,7 @@ def offsets_of(snapshot: Mapping[str, Any]) -> dict[tuple[str, int], int]:
 
 
 def compare_group(view: Any, status: int, snapshot: Any) -> str | None:
-    """One group: the coordinator's view (`lab.lab.GroupView`) against ``GET /groups/{id}``.
+    """One group: the coordinator's view (`lab.probe.GroupView`) against ``GET /groups/{id}``.
     ``None`` when they agree, else what differs."""
     gone = not view.exists or (view.state == "Dead")
     if gone:

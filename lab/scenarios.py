@@ -3,7 +3,7 @@
 Each scenario drives real clients (confluent-kafka, kafka-python, a Kafka Streams app, a
 transactional producer) against a real broker and returns a :class:`ScenarioResult`: for every
 group it touched, what the group coordinator holds afterwards -- read back through Kafka's own
-AdminClient (:class:`~lab.lab.GroupView`) -- plus the facts the scenario itself knows
+AdminClient (:class:`~lab.probe.GroupView`) -- plus the facts the scenario itself knows
 (what it committed, which member it restarted, what it aborted).  Tests, the demo and the
 benchmarks all use these functions; each name is unique per :class:`~lab.lab.Lab` run,
 so scenarios can be run again and again against one broker.
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.lab import GroupView, Lab, TopicPartitionKey, _quiet_logger
+from lab.lab import GroupView, Lab, TopicPartitionKey, quiet_logger
 
 
 @dataclass
@@ -289,12 +289,12 @@ def _txn_commit(lab: Lab, base: str, *, commit: bool) -> ScenarioResult:
             "bootstrap.servers": lab.bootstrap,
             "transactional.id": f"{group}-txn",
             "log_level": 0,
-            "logger": _quiet_logger(),
+            "logger": quiet_logger(),
         }
     )
     producer.init_transactions(30)
     consumer = Consumer(
-        {"bootstrap.servers": lab.bootstrap, "group.id": group, "log_level": 0, "logger": _quiet_logger()}
+        {"bootstrap.servers": lab.bootstrap, "group.id": group, "log_level": 0, "logger": quiet_logger()}
     )
     try:
         producer.begin_transaction()
@@ -446,7 +446,7 @@ def share_group(lab: Lab) -> ScenarioResult:
             "group.id": group,
             "client.id": f"cm-share-{lab.run_id}",
             "log_level": 0,
-            "logger": _quiet_logger(),
+            "logger": quiet_logger(),
         }
     )
     lab.adopt(consumer)

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import time
 
-from lab.lab import GroupView, Lab, _quiet_logger
+from lab.lab import GroupView, Lab, quiet_logger
 from lab.scenarios import ScenarioResult, _commit_all, _result, _StreamsApp, scenario
 from streaming.jars import kafka_classpath
 
@@ -151,7 +151,7 @@ def modern_groups_deleted(lab: Lab) -> ScenarioResult:
             "group.id": share_group,
             "client.id": f"cm-share-del-{lab.run_id}",
             "log_level": 3,
-            "logger": _quiet_logger(),
+            "logger": quiet_logger(),
         }
     )
     try:

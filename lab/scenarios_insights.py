@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from lab.lab import GroupView, Lab, _quiet_logger
+from lab.lab import GroupView, Lab, quiet_logger
 from lab.scenarios import ScenarioResult, _result, scenario
 
 #: runs of each scenario per lab (`_again`)
@@ -59,7 +59,7 @@ def _share_consumer(lab: Lab, group: str, name: str, **extra: Any) -> Any:
             "group.id": group,
             "client.id": f"cm-{name}-{lab.run_id}",
             "log_level": 0,
-            "logger": _quiet_logger(),
+            "logger": quiet_logger(),
             **extra,
         }
     )
