@@ -65,6 +65,48 @@ def _get(url: str, timeout_s: float = 10.0) -> tuple[int, Any]:
         return status, body.decode(errors="replace")
 
 
+def burrow_toml(
+    bootstrap: str,
+    port: int,
+    client_id: str,
+    *,
+    cluster: dict[str, int] | None = None,
+    storage: dict[str, int] | None = None,
+    evaluator: dict[str, int] | None = None,
+) -> str:
+    """A Burrow configuration reading ``bootstrap``'s offsets from the topic's start
+    (``start-latest=false``) into the in-memory store, its HTTP server on ``port``; ``cluster``,
+    ``storage`` and ``evaluator`` override Burrow's defaults in those sections."""
+    servers = json.dumps(bootstrap.split(","))
+
+    def extra(options: dict[str, int] | None) -> str:
+        return "".join(f"{k}={v}\n" for k, v in (options or {}).items())
+
+    return f"""[general]
+[logging]
+level="warn"
+[client-profile.local]
+client-id="{client_id}"
+kafka-version="2.8.0"
+[cluster.{CLUSTER}]
+class-name="kafka"
+client-profile="local"
+servers={servers}
+{extra(cluster)}[consumer.{CLUSTER}]
+class-name="kafka"
+cluster="{CLUSTER}"
+client-profile="local"
+servers={servers}
+start-latest=false
+[storage.default]
+class-name="inmemory"
+{extra(storage)}[evaluator.default]
+class-name="caching"
+{extra(evaluator)}[httpserver.default]
+address="127.0.0.1:{port}"
+"""
+
+
 class Burrow:
     """A real Burrow process configured like the mirror."""
 
@@ -73,39 +115,15 @@ class Burrow:
         self.port = _free_port()
         self.workdir = workdir / "burrow"
         self.workdir.mkdir(parents=True, exist_ok=True)
-        servers = json.dumps(bootstrap.split(","))
         (self.workdir / "burrow.toml").write_text(
-            f"""[general]
-[logging]
-level="warn"
-[client-profile.local]
-client-id="burrow-side-by-side"
-kafka-version="2.8.0"
-[cluster.{CLUSTER}]
-class-name="kafka"
-client-profile="local"
-servers={servers}
-topic-refresh=2
-offset-refresh={interval_s}
-groups-reaper-refresh=0
-[consumer.{CLUSTER}]
-class-name="kafka"
-cluster="{CLUSTER}"
-client-profile="local"
-servers={servers}
-start-latest=false
-[storage.default]
-class-name="inmemory"
-workers=4
-intervals={INTERVALS}
-expire-group=604800
-min-distance=1
-[evaluator.default]
-class-name="caching"
-expire-cache=1
-[httpserver.default]
-address="127.0.0.1:{self.port}"
-"""
+            burrow_toml(
+                bootstrap,
+                self.port,
+                "burrow-side-by-side",
+                cluster={"topic-refresh": 2, "offset-refresh": interval_s, "groups-reaper-refresh": 0},
+                storage={"workers": 4, "intervals": INTERVALS, "expire-group": 604800, "min-distance": 1},
+                evaluator={"expire-cache": 1},
+            )
         )
         self.log_path = self.workdir / "burrow.log"
         self.process: subprocess.Popen[bytes] | None = None

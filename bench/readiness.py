@@ -53,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.burrow_side_by_side import burrow_toml
 from lab.preload import expected_offset, group_name, last_group_per_partition, preload, rounds_for, topic_name
 from lab.proc import TreeSampler, free_port
 from streaming.jars import jars_root
@@ -174,33 +175,8 @@ class BurrowTool(Tool):
         self.port = free_port()
         wd = self.workdir / f"burrow-{run}"
         wd.mkdir(parents=True, exist_ok=True)
-        servers = json.dumps(self.bootstrap.split(","))
         # Burrow's defaults but for reading the topic from its start (start-latest=false)
-        (wd / "burrow.toml").write_text(
-            f"""[general]
-[logging]
-level="warn"
-[client-profile.local]
-client-id="burrow-readiness"
-kafka-version="2.8.0"
-[cluster.local]
-class-name="kafka"
-client-profile="local"
-servers={servers}
-[consumer.local]
-class-name="kafka"
-cluster="local"
-client-profile="local"
-servers={servers}
-start-latest=false
-[storage.default]
-class-name="inmemory"
-[evaluator.default]
-class-name="caching"
-[httpserver.default]
-address="127.0.0.1:{self.port}"
-"""
-        )
+        (wd / "burrow.toml").write_text(burrow_toml(self.bootstrap, self.port, "burrow-readiness"))
         self.pending = list(self.layout.sentinels)
         self.verified_at = None
         return [self.binary, "--config-dir", str(wd)], dict(os.environ), wd

@@ -22,10 +22,7 @@ the minimal ACL list would prove nothing.)
 from __future__ import annotations
 
 import atexit
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -39,6 +36,7 @@ from lab.kdc import Kdc
 from lab.oidc import OidcServer
 from lab.pki import KeyPair, Pki
 from lab.proc import free_port as _free_port
+from lab.proc import kill_group, stop_group
 from lab.proc import set_pdeathsig as _set_pdeathsig
 from streaming.jars import kafka_classpath, kafka_version
 
@@ -546,23 +544,14 @@ class LocalKafka:
         proc = self.process
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_group(proc, timeout_s)
         self._forget()
 
     def kill(self) -> None:
         proc = self.process
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        kill_group(proc)
         self._forget()
 
     def _forget(self) -> None:

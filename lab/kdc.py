@@ -17,13 +17,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from lab.proc import free_port, set_pdeathsig
+from lab.proc import free_port, set_pdeathsig, stop_group
 
 #: the lab's realm (a name of its own: nothing on the machine or in DNS knows it)
 REALM = "COORDINATOR-MIRROR.TEST"
@@ -226,15 +225,7 @@ class Kdc:
         proc = self.process
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_group(proc)
         self.process = None
 
     def __enter__(self) -> Kdc:

@@ -3,10 +3,12 @@ the CPU and memory of a process tree."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -26,6 +28,26 @@ def set_pdeathsig() -> None:  # pragma: no cover - runs in the child between for
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def stop_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout_s: float = 10.0) -> None:
+    """SIGTERM to ``proc``'s process group (it was started with ``start_new_session``), then
+    SIGKILL if it has not ended after ``timeout_s``."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+
+
+def kill_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """SIGKILL to ``proc``'s process group, and reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
 
 def _children(pid: int) -> list[int]:
