@@ -1,7 +1,8 @@
 """Readiness side by side: the mirror, the floor, Burrow and kminion started fresh on the same records.
 
     .venv/bin/python -m bench.readiness [--quick] [--records 1000000] [--groups 10000]
-        [--partitions 50] [--runs 3] [--before DIR] [--bootstrap HOST:PORT] [--workdir DIR]
+        [--partitions 50] [--runs 3] [--before DIR] [--variant NAME:VAR=VALUE] [--bootstrap HOST:PORT]
+        [--workdir DIR]
     BURROW_BIN=/path/to/burrow KMINION_BIN=/path/to/kminion .venv/bin/python -m bench.readiness
 
 A local broker (the lab's real KRaft broker, 50 partitions of ``__consumer_offsets``) is preloaded
@@ -106,11 +107,14 @@ class Tool:
 
 
 class MirrorTool(Tool):
-    def __init__(self, name: str, bootstrap: str, workdir: Path, source: Path | None) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, workdir: Path, source: Path | None, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.bootstrap = bootstrap
         self.workdir = workdir
         self.source = source
+        self.env = env or {}
         self.port = 0
 
     def command(self, run: int) -> tuple[list[str], dict[str, str], Path]:
@@ -123,6 +127,7 @@ class MirrorTool(Tool):
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", COORDINATOR_MIRROR_JARS=str(jars_root().resolve()))
         if self.source is not None:
             env["PYTHONPATH"] = str(self.source)
+        env.update(self.env)
         return cmd, env, wd
 
     def ready(self, proc: subprocess.Popen[bytes]) -> bool:
@@ -371,6 +376,14 @@ def main() -> int:
     ap.add_argument(
         "--tools", nargs="+", default=None, help="only these (mirror, before, floor, burrow, kminion)"
     )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE[;VAR=VALUE]",
+        help="one more mirror, run with these environment variables set (e.g. "
+        '\'heap:COORDINATOR_MIRROR_SPARK_CONF={"spark.driver.memory":"768m"}\'); repeatable',
+    )
     ap.add_argument("--bootstrap", default=None, help="an already preloaded broker (skips the preload)")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--workdir", default=None)
@@ -400,6 +413,10 @@ def main() -> int:
         tools: list[Tool] = [MirrorTool("mirror", bootstrap, workdir, None)]
         if args.before is not None:
             tools.append(MirrorTool("before", bootstrap, workdir, args.before.resolve()))
+        for spec in args.variant:
+            name, _, assignments = spec.partition(":")
+            env = dict(a.split("=", 1) for a in assignments.split(";") if a)
+            tools.append(MirrorTool(name, bootstrap, workdir, None, env))
         tools.append(FloorTool(bootstrap, workdir, args.offsets_partitions))
         if os.environ.get("BURROW_BIN"):
             tools.append(BurrowTool(os.environ["BURROW_BIN"], bootstrap, workdir, layout))

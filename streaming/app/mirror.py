@@ -48,7 +48,7 @@ from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
-from streaming.pipeline.query import MirrorQuery, drain_and_stop
+from streaming.pipeline.query import MirrorQuery, stop_between_batches
 from streaming.pipeline.recovery import SparkCheckpointFiles
 from streaming.pipeline.session import add_plugin_jars, mirror_session, warm_in_background
 from streaming.pipeline.share_state import ShareStateMirror
@@ -370,7 +370,7 @@ class Mirror:
         q = self.run.query
         if q is not None and self.spark is not None:
             try:
-                drain_and_stop(q, self.spark, self.store, drain_timeout_s, restore=not self._owns_session)
+                stop_between_batches(q, self.spark, drain_timeout_s, restore=not self._owns_session)
                 if self.progress is not None:
                     self.progress.take(q)  # the last batches' progress (observed counts)
             except Exception:  # stopping is best effort; the checkpoint keeps what completed

@@ -40,7 +40,7 @@ from decoders import decode_share_state_record
 from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
 from streaming.health.lag import LagTracker
-from streaming.pipeline.query import stop_quietly
+from streaming.pipeline.query import stop_between_batches
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
 from streaming.serving.store import SnapshotStore
@@ -343,6 +343,8 @@ class ShareStateMirror:
                 sink = ShareSink(self.store, self.groups)
                 self.query = start_query(self.spark, s, sink, partitions)
                 self.failure = None
+                if self._stopped.is_set():
+                    return  # started as the mirror began to stop: stop() (joining us) stops it, unannounced
                 log.info("share-state query started (%s, %d partitions)", TOPIC, len(partitions))
             except Exception:  # never fatal for the mirror: retried
                 if self._stopped.is_set():
@@ -365,8 +367,8 @@ class ShareStateMirror:
         q = self.query
         if q is not None:
             try:
-                # Spark's lines about stopping (a job group with no active job to cancel: a WARN
-                # at every stop between two batches) are not the user's business
-                stop_quietly(q, self.spark, restore=restore)
+                # between two batches, and Spark's lines about stopping (a job group with no
+                # active job to cancel: a WARN at every stop) are not the user's business
+                stop_between_batches(q, self.spark, 30.0, restore=restore)
             except Exception:
                 log.debug("stopping the share-state query failed", exc_info=True)
