@@ -85,7 +85,7 @@ def _failed_tasks(mirror: Any, victim: str, timeout_s: float = 120.0) -> int:
     raise TimeoutError(f"the driver never noticed executor {victim}'s loss")
 
 
-def _kill_executor_mid_batch(cluster: Any, mirror: Any, attempts: int = 3) -> tuple[str, int, int]:
+def _kill_executor_mid_batch(cluster: Any, mirror: Any, attempts: int = 6) -> tuple[str, int, int]:
     """Kill a busy executor; Spark's REST view lags on a loaded machine, so the task it showed may
     have finished just before the kill -- then kill the next busy one (at most ``attempts``)."""
     for _ in range(attempts):
