@@ -45,6 +45,8 @@ from state.model import CONSUMER, SHARE, Group
 TopicPartition = tuple[str, int]
 #: how many deleted group ids the tracker remembers (for the reason of a 404)
 DELETED_REMEMBERED: Final = 10_000
+#: topic-partition keys the tracker's `KeyTable` may hold beyond twice a round's partitions
+KEYS_SLACK: Final = 10_000
 UNKNOWN: Final = "unknown"  # owner labels of a partition no member is assigned (kafka-lag-exporter's)
 
 
@@ -199,25 +201,52 @@ class GroupOffsets:
     abandoned: frozenset[TopicPartition] = frozenset()
 
 
-def group_owners(g: Group) -> dict[TopicPartition, Owner]:
+def group_owners(g: Group, keys: KeyTable | None = None) -> dict[TopicPartition, Owner]:
     """Who holds each assigned partition of a decoded group (`state.codec.decode`), topics named
     as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
-    (`streaming.serving.metrics`) and of the lag series."""
+    (`streaming.serving.metrics`) and of the lag series.  ``keys``: `KeyTable.key`'s table."""
     by_id = g.kind in (CONSUMER, SHARE)
     owners: dict[TopicPartition, Owner] = {}
+    key = keys.key if keys is not None else _as_is
     for m in g.members.values():
         owner = Owner(m.client_host or UNKNOWN, m.member_id or UNKNOWN, m.client_id or UNKNOWN)
         for t, ps in m.assignment:
             name = g.topic_name(t) if by_id else t
             for p in ps:
-                owners[(name, p)] = owner
+                owners[key((name, p))] = owner
     return owners
 
 
-def group_offsets(g: Group) -> GroupOffsets:
-    """The lag view of a decoded group (`state.codec.decode`)."""
-    owners = group_owners(g)
-    offsets = {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+def _as_is(tp: TopicPartition) -> TopicPartition:
+    return tp
+
+
+class KeyTable:
+    """One tuple object per topic-partition for the dictionaries that hold every group's
+    partitions (the lag views' offsets and owners, Burrow's windows): each group's decoded state
+    brings tuples of its own, and 10k groups x 50 partitions kept three fresh tuples per partition
+    (~90 MB of the driver's RSS, `bench/lag_apply.py`).  Only identity is shared -- a key's value
+    never depends on the table -- so `forget` at any time is safe; the lag tracker forgets when
+    the table has grown well past the partitions its rounds read (topics deleted meanwhile)."""
+
+    def __init__(self) -> None:
+        self.table: dict[TopicPartition, TopicPartition] = {}
+
+    def key(self, tp: TopicPartition) -> TopicPartition:
+        return self.table.setdefault(tp, tp)
+
+    def forget(self) -> None:
+        self.table = {}
+
+
+def group_offsets(g: Group, keys: KeyTable | None = None) -> GroupOffsets:
+    """The lag view of a decoded group (`state.codec.decode`); ``keys``: shared key tuples."""
+    owners = group_owners(g, keys)
+    if keys is None:
+        offsets = {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    else:
+        key = keys.key
+        offsets = {key(tp): (e[0], e[3]) for tp, e in g.offsets.items()}
     ids = dict(g.topic_names)
     for (t, _), e in g.offsets.items():
         if e[5] and t != e[5]:
@@ -278,6 +307,8 @@ class LagTracker:
         #: more topic-partitions whose log offsets to read each round (issue 26: the share
         #: groups' share-partitions, `streaming.serving.share.ShareStateStore.wanted`)
         self.also_wanted: list[Callable[[], set[TopicPartition]]] = []
+        #: the topic-partition tuples the groups' views and Burrow's windows share
+        self.keys = KeyTable()
 
     # -- inputs --------------------------------------------------------------------------------
     def apply_groups(
@@ -286,7 +317,7 @@ class LagTracker:
         """Groups as the sink applied them (None: deleted).  Returns what was applied."""
         out: list[tuple[str, GroupOffsets | None]] = []
         for gid, g in changed:
-            view = None if g is None or not g.exists else group_offsets(g)
+            view = None if g is None or not g.exists else group_offsets(g, self.keys)
             out.append((gid, view))
         with self._lock:
             for gid, view in out:
@@ -357,6 +388,8 @@ class LagTracker:
             # partitions no longer wanted (or gone) drop their tables, as kafka-lag-exporter evicts
             for tp in [tp for tp in self.tables if tp not in r.partitions]:
                 del self.tables[tp]
+            if len(self.keys.table) > 2 * len(r.partitions) + KEYS_SLACK:
+                self.keys.forget()  # deleted topics' keys: the next groups applied share anew
         for listener in self.listeners:
             listener(r)
 

@@ -145,6 +145,7 @@ class CommitHistory:
         ``observedAt``)."""
         observed = int(time.time() * 1000) if now_ms is None else now_ms
         end_before = self.ends.end_before
+        key = tracker.keys.key
         width = STRIDE * self.intervals
         with self._lock:
             for gid, view in changed:
@@ -155,7 +156,7 @@ class CommitHistory:
                 old = self._groups.get(gid, {})
                 new: dict[tuple[str, int], array[int]] = {}
                 for (t, p), (offset, ts) in view.offsets.items():
-                    tp = (tracker.name_of(t), p)
+                    tp = key((tracker.name_of(t), p))
                     a = old.get(tp)
                     if a is None:
                         a = array("q")

@@ -127,3 +127,46 @@ def test_a_health_event_write_that_fails_does_not_fail_the_round() -> None:
     lag = LagLoop(0.1, store, tracker, FakeBurrow(events), reader=FakeReader(), events=driver_events)  # type: ignore[arg-type]
     lag.round()
     assert store.tallies_snapshot() == {("event", "offset_rewound"): 1}
+
+
+def test_many_groups_are_applied_in_chunks_with_the_same_result(monkeypatch: Any) -> None:
+    """A backfill hands over more groups than one chunk: every group reaches the tracker and
+    Burrow's window, a deletion later in the same hand-over wins over an earlier state, and a
+    generator is read once (`LagLoop.apply` slices it)."""
+    monkeypatch.setattr("streaming.app.lag_loop.APPLY_CHUNK", 3)
+    lag, tracker, _, _ = loop(None)
+    groups = [group(f"g{i}", 10 + i) for i in range(8)]
+    handed = ((g.group_id, codec.encode(g)) for g in [*groups, groups[1]])
+    lag.apply(handed)
+    assert sorted(tracker.groups) == sorted(g.group_id for g in groups)
+    assert {gid: v.offsets[("t", 0)][0] for gid, v in tracker.groups.items()} == {
+        f"g{i}": 10 + i for i in range(8)
+    }
+    assert lag.burrow.history.groups() == sorted(g.group_id for g in groups)
+    lag.apply([("g7", None), ("g2", codec.encode(group("g2", 99))), ("g4", None), ("g4", None)])
+    assert sorted(tracker.groups) == sorted(f"g{i}" for i in (0, 1, 2, 3, 5, 6))
+    assert tracker.groups["g2"].offsets[("t", 0)][0] == 99
+    assert lag.burrow.history.groups() == sorted(f"g{i}" for i in (0, 1, 2, 3, 5, 6))
+
+
+def test_groups_share_one_key_tuple_per_topic_partition(monkeypatch: Any) -> None:
+    """The views' offsets and owners and Burrow's windows of every group hold the same tuple for a
+    topic-partition (`streaming.health.lag.KeyTable`); a table grown past the rounds' partitions is
+    forgotten, and groups applied after that are as they were, sharing anew."""
+    lag, tracker, _, _ = loop(None)
+    lag.apply((g.group_id, codec.encode(g)) for g in (group("a", 1), group("b", 2)))
+    (ka,) = tracker.groups["a"].offsets
+    (kb,) = tracker.groups["b"].offsets
+    assert ka == kb == ("t", 0) and ka is kb
+    windows = [lag.burrow.history.live(gid) for gid in ("a", "b")]
+    assert all(w is not None and next(iter(w)) is ka for w in windows)
+    monkeypatch.setattr("streaming.health.lag.KEYS_SLACK", 0)
+    tracker.keys.key(("gone", 0))
+    tracker.keys.key(("gone", 1))
+    tracker.apply_round(LogOffsets(0, {("t", 0): PartitionEnds(0, 5, 5)}))  # 3 keys > 2 x 1
+    assert tracker.keys.table == {}
+    lag.apply([("c", codec.encode(group("c", 3))), ("d", codec.encode(group("d", 4)))])
+    (kc,) = tracker.groups["c"].offsets
+    (kd,) = tracker.groups["d"].offsets
+    assert kc == ka and kc is kd and kc is not ka
+    assert tracker.groups["c"].offsets[kc][0] == 3
