@@ -156,7 +156,7 @@ class Mirror:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
         spark = self.spark
         add_plugin_jars(spark, s.kafka_plugin_jars)
-        warm_in_background(spark)
+        warming = warm_in_background(spark)
         claim: CheckpointClaim | None = None
         if self.cluster is not None:
             drift = DriftReporter(self.store, self.events, _now_ms)
@@ -186,6 +186,7 @@ class Mirror:
             self.cluster,
             recover=lambda: recover_store(spark, s, self.offset_config, self.store, self.lag_loop),
             start_query=self.query_def.start,
+            warming=warming,
         )
         self.run.query = self.beginning.try_begin()
         if self.run.query is None:

@@ -309,8 +309,7 @@ def warm_python_workers(spark: SparkSession) -> None:
     workers and imports pandas/pyarrow/our modules inside the tasks that also read Kafka and
     decode.  Measured on 2 cores (1M-record backfill): the first Python query of a session took
     23.6 s, the same query 4.0 s once a trivial Python job (2.6 s) had run.  The mirror runs this
-    in a thread while the driver talks to the cluster and starts the query, so the cost overlaps
-    the startup."""
+    in a thread while the driver talks to the cluster, so the cost overlaps the startup."""
     n = max(1, spark.sparkContext.defaultParallelism)
     spark.range(0, n, 1, n).mapInArrow(_warm, "id long").collect()
 
@@ -347,9 +346,9 @@ def add_plugin_jars(spark: SparkSession, jars: Sequence[str]) -> None:
 
 
 def warm_in_background(spark: SparkSession) -> threading.Thread:
-    """Python workers started while the driver talks to the cluster and starts the query
-    (`warm_python_workers`), on the ``mirror-warm-up`` thread, which nothing waits for: the first
-    batch's tasks queue behind its own; a failure here only costs the first batch its warm start."""
+    """Python workers started while the driver talks to the cluster (`warm_python_workers`), on
+    the ``mirror-warm-up`` thread (joined before the query's first start); a failure here only
+    costs the first batch its warm start."""
 
     def warm() -> None:
         try:
