@@ -22,14 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def _status() -> dict[str, int]:
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(rest.split()[0]) * 1024
-    return out
+from bench.driver_memory import rss
 
 
 def child(groups: int, partitions: int, chunk: int) -> None:
@@ -44,7 +37,7 @@ def child(groups: int, partitions: int, chunk: int) -> None:
     blobs = [(g.group_id, codec.encode(g)) for g in synthetic_groups(groups, partitions)]
     gc.collect()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-    base = _status()["VmRSS"]
+    base, _ = rss()
     tracker = LagTracker()
     loop = lag_loop.LagLoop(
         10, SnapshotStore(), tracker, Burrow(tracker, "bench", 10, 1.0), reader=None, events=DriverEvents()
@@ -54,8 +47,8 @@ def child(groups: int, partitions: int, chunk: int) -> None:
     loop.apply(blobs)
     cpu = time.process_time() - t0
     gc.collect()
-    after = _status()
-    print(json.dumps({"cpu_s": cpu, "kept": after["VmRSS"] - base, "peak": after["VmHWM"] - base}))
+    after, peak = rss()
+    print(json.dumps({"cpu_s": cpu, "kept": after - base, "peak": peak - base}))
 
 
 def main() -> int:
