@@ -59,6 +59,12 @@ log = logging.getLogger("coordinator_mirror.http")
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 #: a Kafka group id is at most 32,767 bytes; percent-encoded up to 3x that, plus the rest of the head
 MAX_REQUEST_HEAD_BYTES = 128 * 1024
+_HEAD_TOO_LONG_BODY = b'{"error":"request_head_too_large"}'
+#: the answer to a longer head (`_TimedH11`), then the connection is closed
+HEAD_TOO_LONG = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_HEAD_TOO_LONG_BODY)
+) + _HEAD_TOO_LONG_BODY
 #: bodies at least this long are gzipped for clients that accept it
 GZIP_MIN_BYTES = 1024
 #: level 1: ~4x smaller exposition text at a fraction of level 6's time (bench/series.py)
@@ -450,6 +456,8 @@ class _TimedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._head_bytes = 0
+        self._head_tail = b""
         self._arm()
 
     def _arm(self) -> None:
@@ -466,13 +474,33 @@ class _TimedH11(H11Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._waiting_for_request() and self._head_too_long(data):
+            # h11's own bound (h11_max_incomplete_event_size) holds only while the head is
+            # incomplete: a longer head that arrives whole in one read would be served
+            self.transport.write(HEAD_TOO_LONG)
+            self.transport.close()
+            return
         super().data_received(data)
-        if self._head_timer is not None and not self._waiting_for_request():
-            self._head_timer.cancel()
-            self._head_timer = None
+        if not self._waiting_for_request():
+            self._head_bytes, self._head_tail = 0, b""
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+    def _head_too_long(self, data: bytes) -> bool:
+        """Does the request head being received run past `MAX_REQUEST_HEAD_BYTES` (its blank line
+        not within the bound, counted across reads)?"""
+        seen = self._head_tail + data
+        room = MAX_REQUEST_HEAD_BYTES - self._head_bytes + len(self._head_tail)
+        if seen.find(b"\r\n\r\n", 0, room + 4) >= 0:
+            return False
+        self._head_bytes += len(data)
+        self._head_tail = seen[-3:]
+        return self._head_bytes > MAX_REQUEST_HEAD_BYTES
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self._head_bytes, self._head_tail = 0, b""
         if self._head_timer is None and not self.transport.is_closing():
             self._arm()
 

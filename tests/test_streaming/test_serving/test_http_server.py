@@ -196,6 +196,30 @@ def test_huge_headers_are_refused_and_the_server_goes_on(server: MirrorHTTPServe
     assert request(f"{server.url}/ready")[0] == 200
 
 
+@pytest.mark.parametrize("size", [100_000, 200_000])
+def test_a_long_head_that_arrives_whole_is_refused_too(server: MirrorHTTPServer, size: int) -> None:
+    """h11 bounds a head only while it is incomplete: the server's loop is held while the whole
+    request is written, so its first read takes all of it -- a head past MAX_REQUEST_HEAD_BYTES
+    (128 KiB) is still refused (431), one within it still served."""
+    head = f"GET /groups HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * size}\r\n\r\n".encode()
+    host, port = server.server_address
+    with socket.create_connection((host, port), timeout=10) as s:
+        state = server._server.server_state
+        deadline = time.monotonic() + 5
+        while not state.connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (proto,) = state.connections
+        proto.loop.call_soon_threadsafe(time.sleep, 0.5)  # the loop reads nothing meanwhile
+        time.sleep(0.05)
+        s.sendall(head)
+        raw = b""
+        while b"\r\n\r\n" not in raw and (chunk := s.recv(65536)):
+            raw += chunk
+    status = int(raw.split(b" ")[1]) if raw.startswith(b"HTTP/1.1 ") else 0
+    assert status == (200 if len(head) <= 128 * 1024 else 431), raw[:200]
+    assert request(f"{server.url}/ready")[0] == 200
+
+
 def _raw(server: MirrorHTTPServer, data: bytes, timeout_s: float = 10.0) -> tuple[int, bytes, bytes]:
     """Send raw bytes; (status, head, body) -- status 0 when the server closed without answering."""
     host, port = server.server_address
