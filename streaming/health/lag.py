@@ -204,7 +204,7 @@ class GroupOffsets:
 def group_owners(g: Group, keys: KeyTable | None = None) -> dict[TopicPartition, Owner]:
     """Who holds each assigned partition of a decoded group (`state.codec.decode`), topics named
     as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
-    (`streaming.serving.metrics`) and of the lag series.  ``keys``: `KeyTable.key`'s table."""
+    (`streaming.serving.metrics`) and of the lag series; ``keys``: shared key tuples (`KeyTable`)."""
     by_id = g.kind in (CONSUMER, SHARE)
     owners: dict[TopicPartition, Owner] = {}
     key = keys.key if keys is not None else _as_is
@@ -239,14 +239,11 @@ class KeyTable:
         self.table = {}
 
 
-def group_offsets(g: Group, keys: KeyTable | None = None) -> GroupOffsets:
-    """The lag view of a decoded group (`state.codec.decode`); ``keys``: shared key tuples."""
+def group_offsets(g: Group, keys: KeyTable) -> GroupOffsets:
+    """The lag view of a decoded group (`state.codec.decode`), its keys shared through ``keys``."""
     owners = group_owners(g, keys)
-    if keys is None:
-        offsets = {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
-    else:
-        key = keys.key
-        offsets = {key(tp): (e[0], e[3]) for tp, e in g.offsets.items()}
+    key = keys.key
+    offsets = {key(tp): (e[0], e[3]) for tp, e in g.offsets.items()}
     ids = dict(g.topic_names)
     for (t, _), e in g.offsets.items():
         if e[5] and t != e[5]:
