@@ -179,6 +179,7 @@ class Mirror:
             self.offset_config,
             on_batch=[self.lag_loop.on_batch],
             on_sink=self.events.attach,
+            on_observed=self.run_status.add_observed,
         )
         self.beginning = Beginning(
             s,
@@ -372,7 +373,7 @@ class Mirror:
             try:
                 stop_between_batches(q, self.spark, drain_timeout_s, restore=not self._owns_session)
                 if self.progress is not None:
-                    self.progress.take(q)  # the last batches' progress (observed counts)
+                    self.progress.take(q)  # the last batches' progress (readiness, history)
             except Exception:  # stopping is best effort; the checkpoint keeps what completed
                 log.exception("stopping the query failed")
         if self.progress is not None:

@@ -1,12 +1,14 @@
-"""Following the streaming query's progress: positions (readiness), observed decode counts and
-batch statistics (the run status), on a thread of its own.
+"""Following the streaming query's progress: positions (readiness) and batch statistics (the run
+status), on a thread of its own.  The decode counts the query observes are not taken from here:
+the sink reads them with the batch's rows (`streaming.pipeline.sinks.MirrorSink.observed_counts`),
+so a batch the query committed but never made progress for still counts.
 
 Polls ``query.lastProgress`` / ``recentProgress`` instead of registering a Python
 StreamingQueryListener.  The reason first given -- a listener added after another was removed
 from the same session receives no events -- did not reproduce in a minimal add/remove/add check
 on PySpark 4.0.0 or 4.2.0; polling stays as the design.  A query the supervisor replaced (failed,
 restarted from the checkpoint) is read to its end first: the batches it completed since the last
-poll carry observed counts nothing else reports.
+poll belong in the history and readiness.
 """
 
 from __future__ import annotations
@@ -147,9 +149,6 @@ class ProgressFollower:
             files = [x for x in progress.sources if "FileStreamSource" in str(x.description)]
             if files and all(int(x.numInputRows) == 0 for x in files):
                 r.mark_ready()  # a replayed capture has been read completely
-        obs = progress.observedMetrics.get("decode") if progress.observedMetrics else None
-        if obs is not None:
-            self.run.add_observed(obs.asDict())
         if "addBatch" not in progress.durationMs:
             return  # a trigger that ran no batch: not a batch of the history (nor of its metrics)
         self.run.add_batch(batch_entry(progress))

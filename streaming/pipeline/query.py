@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from state.config import OffsetConfig
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
-from streaming.pipeline.sinks import MirrorSink
+from streaming.pipeline.sinks import OBSERVATION, MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
@@ -59,6 +59,7 @@ class MirrorQuery:
         *,
         on_batch: Sequence[BatchHook] = (),
         on_sink: Callable[[MirrorSink], None] | None = None,
+        on_observed: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -67,6 +68,8 @@ class MirrorQuery:
         self.on_batch = list(on_batch)
         #: told of every new sink (driver events made before it existed are written then)
         self.on_sink = on_sink
+        #: told each batch's observed decode counts, once per batch id (the run status)
+        self.on_observed = on_observed
         self.sink: MirrorSink | None = None
 
     def start(self) -> StreamingQuery:
@@ -90,14 +93,14 @@ class MirrorQuery:
         keep = GroupFilter(*s.group_filter)
         packed: DataFrame = raw.mapInArrow(make_decode_collapse_pack(keep), packed_spark_ddl())
         # the counters are observed, then pruned: only (group_id, packed) crosses the shuffle
-        prepared = packed.observe("decode", *observed_columns()).select("group_id", "packed")
+        prepared = packed.observe(OBSERVATION, *observed_columns()).select("group_id", "packed")
         if keep:  # filtered groups: counted above, dropped here, before the shuffle
             prepared = prepared.where("length(packed) > 0")
         fold = make_group_function(self.config, emit_offsets=bool(s.offsets_topic))
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
-        sink = self.sink = MirrorSink(s, self.store, self.spark)
+        sink = self.sink = MirrorSink(s, self.store, self.spark, on_observed=self.on_observed)
         sink.on_batch.extend(self.on_batch)
         if self.on_sink is not None:
             self.on_sink(sink)

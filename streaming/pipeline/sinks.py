@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -154,11 +154,27 @@ def observe_rebalance(out: dict[tuple[str, ...], int], detail: str) -> None:
                 out[key] = out.get(key, 0) + 1
 
 
+#: the name the query observes its decode counts under (``DataFrame.observe``)
+OBSERVATION: Final = "decode"
+#: the local property Spark's stream thread carries its query's id in (StreamExecution.QUERY_ID_KEY)
+QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
+
+
 class MirrorSink:
-    def __init__(self, settings: Settings, store: SnapshotStore, spark: SparkSession) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: SnapshotStore,
+        spark: SparkSession,
+        *,
+        on_observed: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.spark = spark
+        #: told each batch's observed decode counts, once per batch id (`observed_counts`)
+        self.on_observed = on_observed
+        self._observe_failures = 0
         self.markers: dict[str, BatchMarker] = {}
         self.events_dir = Path(settings.events_path) if settings.events_path else None
         if self.events_dir:
@@ -188,7 +204,8 @@ class MirrorSink:
             # offsets feed rows stay on the executors -- only Spark's Kafka writer reads them.
             rows = df.where(df.kind != "offset").collect()
             collected = time.monotonic()
-            self._apply(batch_id, rows)
+            observed = self.observed_counts(batch_id) if self.on_observed is not None else None
+            self._apply(batch_id, rows, observed)
             applied = time.monotonic()
             self._write_topics(df, batch_id)
         finally:
@@ -207,7 +224,50 @@ class MirrorSink:
         for hook in self.on_batch:
             hook(batch_id, rows)
 
-    def _apply(self, batch_id: int, rows: list[Any]) -> None:
+    def observed_counts(self, batch_id: int) -> dict[str, int] | None:
+        """The decode counts the query observed on this batch (``observe`` before the shuffle),
+        read from the query's own execution of the batch once the sink has computed its rows.
+
+        Read here rather than from the batch's progress: they then count exactly when the batch's
+        rows are applied -- once per batch id, as the sink's tallies -- whatever moment the query
+        is stopped at.  Counted from progress, a batch stopped as it finished could miss both:
+        once in CI a batch (its quarantine logged once: not run again) was in no progress the
+        driver read, and its 26 decode errors and 2 unknown records were never counted.
+
+        Spark's stream thread runs this function (py4j pins the calling thread), so its local
+        property names the query; the query's execution is Spark's own (``lastExecution``, an
+        internal but long-stable handle).  None when there is nothing to read (a sink called
+        outside a query); a failure to read is logged (first, then every 100th) and loses only
+        these counts, never the batch."""
+        try:
+            query_id = self.spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+            if not query_id:
+                return None
+            jquery = self.spark._jsparkSession.streams().get(query_id)
+            if jquery is None:
+                return None
+            execution = jquery.streamingQuery().lastExecution()
+            if execution is None or int(execution.currentBatchId()) != batch_id:
+                return None
+            row = execution.observedMetrics().get(OBSERVATION)
+            if row.isEmpty():
+                return None
+            values = json.loads(row.get().json())
+        except Exception as exc:
+            if interruption_line(exc) is not None:
+                raise  # query.stop(): the batch is interrupted (and run again), not its counts lost
+            self._observe_failures += 1
+            if self._observe_failures % 100 == 1:
+                log.warning(
+                    "batch %d: reading the query's observed decode counts failed (%d time(s)): %s",
+                    batch_id,
+                    self._observe_failures,
+                    str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+                )
+            return None
+        return {str(k): int(v) for k, v in values.items() if v}
+
+    def _apply(self, batch_id: int, rows: list[Any], observed: Mapping[str, int] | None = None) -> None:
         snapshots: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         events: list[str] = []
         tallies: list[str] = []
@@ -233,6 +293,8 @@ class MirrorSink:
         counted = batch_id <= self.store.counted_batch
         if not counted:
             self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+            if observed and self.on_observed is not None:
+                self.on_observed(observed)
             self.store.timeline.add_json(events)  # issue 26: GET /groups/{id}/timeline
         if quarantined:
             self.store.quarantine(quarantined)
