@@ -236,22 +236,24 @@ class MirrorSink:
 
         Spark's stream thread runs this function (py4j pins the calling thread), so its local
         property names the query; the query's execution is Spark's own (``lastExecution``, an
-        internal but long-stable handle).  None when there is nothing to read (a sink called
-        outside a query); a failure to read is logged (first, then every 100th) and loses only
-        these counts, never the batch."""
+        internal but long-stable handle).  None outside a query (a sink called directly); anything
+        else that finds no counts -- an error, the query or the batch's execution not found, no
+        metrics -- is logged (first, then every 100th) and loses only these counts, never the
+        batch."""
         try:
             query_id = self.spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
             if not query_id:
                 return None
             jquery = self.spark._jsparkSession.streams().get(query_id)
             if jquery is None:
-                return None
+                raise LookupError(f"query {query_id} is not active in this session")
             execution = jquery.streamingQuery().lastExecution()
-            if execution is None or int(execution.currentBatchId()) != batch_id:
-                return None
+            running = None if execution is None else int(execution.currentBatchId())
+            if running != batch_id:
+                raise LookupError(f"the query's execution is of batch {running}")
             row = execution.observedMetrics().get(OBSERVATION)
             if row.isEmpty():
-                return None
+                raise LookupError(f"no {OBSERVATION!r} metrics in the batch's execution")
             values = json.loads(row.get().json())
         except Exception as exc:
             if interruption_line(exc) is not None:

@@ -26,7 +26,7 @@ def _sink(tmp_path: Path, store: Any, spark: Any, got: list[dict[str, int]]) -> 
     return MirrorSink(settings, store, spark, on_observed=got.append)
 
 
-def _run(spark: Any, source: Path, checkpoint: Path, sink: Any) -> Any:
+def _run(spark: Any, source: Path, checkpoint: Path, sink: Any, name: str | None = None) -> Any:
     """One query over the JSON files in ``source`` to its end (availableNow): each record one row
     the sink applies (a deleted group), its count and error count observed as the mirror's are."""
     from pyspark.sql import functions as F
@@ -35,7 +35,7 @@ def _run(spark: Any, source: Path, checkpoint: Path, sink: Any) -> Any:
 
     rows = spark.readStream.schema("g string, bad int").option("maxFilesPerTrigger", 1).json(str(source))
     observed = rows.observe(
-        OBSERVATION,
+        name or OBSERVATION,
         F.count(F.lit(1)).alias("records"),
         F.sum("bad").alias("errors"),
         F.sum(F.lit(0)).alias("unknown"),
@@ -98,3 +98,20 @@ def test_a_sink_called_outside_a_query_reads_no_counts(spark: Any, tmp_path: Pat
     df = spark.range(2).selectExpr("'deleted' AS kind", "CAST(id AS STRING) AS group_id")
     sink(df, 0)
     assert got == [] and sink.observed_counts(0) is None
+
+
+def test_a_query_without_the_counts_logs_once_and_its_batches_go_on(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streaming.serving.store import SnapshotStore
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.json").write_text('{"g": "a", "bad": 1}\n')
+    (source / "b.json").write_text('{"g": "b", "bad": 0}\n')
+    store, got = SnapshotStore(), []
+    with caplog.at_level("WARNING", logger="coordinator_mirror.sink"):
+        _run(spark, source, tmp_path / "ck", _sink(tmp_path, store, spark, got), name="other")
+    assert got == [] and store.counted_batch == 1  # both batches applied, no counts
+    lines = [r.getMessage() for r in caplog.records if "observed decode counts" in r.getMessage()]
+    assert len(lines) == 1 and "no 'decode' metrics" in lines[0], lines  # the first failure only
