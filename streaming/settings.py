@@ -91,6 +91,15 @@ class Settings(BaseSettings):
         "memory does not grow with it (the topic is streamed, decoded in chunks, one row per group "
         "crosses the shuffle)",
     )
+    backfill: Literal["driver", "query"] = Field(
+        "driver",
+        description="who folds a new checkpoint's backfill (source=kafka): 'driver' reads "
+        "__consumer_offsets with Kafka's consumer and folds it with the query's own code while Spark "
+        "starts, then starts the query where that read ended with every group's state as its first "
+        "batch's seed (served complete ~2x sooner at 1 M records; live commits resume after that "
+        "seed batch: docs/performance.md); 'query' folds it in the query's first micro-batch.  A "
+        "failed driver fold falls back to 'query'; an existing checkpoint resumes either way",
+    )
     trigger_interval_s: float = Field(
         0.5,
         gt=0,

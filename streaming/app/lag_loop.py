@@ -102,9 +102,11 @@ class LagLoop:
                 changed[r.group_id] = bytes(r.blob) if live else None
             elif r.kind == "deleted":
                 changed[r.group_id] = None
-        if self._thread is None:
+        if self._thread is None and self.reader is None:  # no thread will take them: now
             self.apply(changed.items())
             return
+        # parked for the thread -- also before it starts: the driver's backfill (batch -1) comes
+        # before the lag loop's start, and applying its 10k groups here held up the query's start
         with self._lock:
             self._pending.update(changed)
 

@@ -36,6 +36,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from streaming.app.backfill import DriverBackfill, checkpoint_is_new, local_checkpoint_is_new
 from streaming.app.drift import CheckpointClaim, DriftReporter
 from streaming.app.driver_events import DriverEvents
 from streaming.app.lag_loop import LagLoop
@@ -125,6 +126,8 @@ class Mirror:
         self.beginning: Beginning | None = None
         self.reconciler: Reconciler | None = None
         self.progress: ProgressFollower | None = None
+        #: ``backfill: driver`` on a new checkpoint: the driver's read and fold (until handed over)
+        self.backfill: DriverBackfill | None = None
         self.supervisor: QuerySupervisor | None = None
         self.http: Any = None
         self._stopped = threading.Event()
@@ -150,13 +153,19 @@ class Mirror:
             )
             if s.lag_enabled:
                 self.offset_reader = self.lag_loop.reader = OffsetReader(self.cluster)
+            if s.backfill == "driver" and local_checkpoint_is_new(s.checkpoint_location):
+                # read and fold while Spark starts (streaming.app.backfill)
+                self.backfill = DriverBackfill(s, self.jvm, _now_ms).start()
         if self.spark is None:
             self.spark = mirror_session(s, java_options)
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
         spark = self.spark
         add_plugin_jars(spark, s.kafka_plugin_jars)
-        warming = warm_in_background(spark)
+        # the Python workers' warm-up readies the first batch; with the backfill folded on the
+        # driver that batch (the seed's) comes after ready, and the warm-up only took CPU from the
+        # fold on the way there
+        warming = None if self.backfill is not None else warm_in_background(spark)
         claim: CheckpointClaim | None = None
         if self.cluster is not None:
             drift = DriftReporter(self.store, self.events, _now_ms)
@@ -188,6 +197,7 @@ class Mirror:
             recover=lambda: recover_store(spark, s, self.offset_config, self.store, self.lag_loop),
             start_query=self.query_def.start,
             warming=warming,
+            hand_over_backfill=self._hand_over_backfill,
         )
         self.run.query = self.beginning.try_begin()
         if self.run.query is None:
@@ -245,6 +255,28 @@ class Mirror:
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
+
+    def _hand_over_backfill(self) -> dict[int, int] | None:
+        """At the query's first start on a new checkpoint (``backfill: driver``): the driver's fold
+        applied and seeded (`streaming.app.backfill`); where its read ended, or None when the
+        query folds the backfill itself."""
+        s = self.settings
+        spark, query_def = self.spark, self.query_def
+        if s.source != "kafka" or s.backfill != "driver" or self.jvm is None:
+            return None
+        assert spark is not None and query_def is not None
+        if not checkpoint_is_new(spark, s.checkpoint_location):
+            self.backfill = None  # a checkpoint on another file system, found in use: it resumes
+            return None
+        if self.backfill is None:  # not started early (a checkpoint not on a local disk)
+            self.backfill = DriverBackfill(s, self.jvm, _now_ms)
+            self.backfill.run()
+        elif self.backfill.topic_was_missing:  # a new cluster's topic, created since
+            self.backfill.run()
+        backfill, self.backfill = self.backfill, None
+        if not backfill.hand_over(spark, query_def):
+            return None
+        return dict(backfill.read.ends)
 
     def _open_output_client(self, bootstrap: str, options: dict[str, str], setting: str) -> ClusterClient:
         s = self.settings
@@ -383,6 +415,8 @@ class Mirror:
         # the driver's own Kafka clients: dropping them closes their Admin client (no
         # reconnecting to a cluster this mirror left)
         self.lag_loop.stop()
+        if self.backfill is not None:  # stopped during the start, before the hand-over
+            self.backfill.stop()
         self.offset_reader = None
         if self.cluster is not None:
             self.cluster.close()

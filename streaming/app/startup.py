@@ -9,7 +9,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from state.config import OffsetConfig
@@ -130,6 +130,7 @@ class Beginning:
         recover: Callable[[], int],
         start_query: Callable[[], StreamingQuery],
         warming: threading.Thread | None = None,
+        hand_over_backfill: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -137,6 +138,8 @@ class Beginning:
         self.recover = recover
         self.start_query = start_query
         self.warming = warming
+        #: the driver's backfill (`streaming.app.backfill`): applied, seeded; where its read ended
+        self.hand_over_backfill = hand_over_backfill
         self.recovered_groups = 0
 
     def try_begin(self) -> StreamingQuery | None:
@@ -155,10 +158,20 @@ class Beginning:
                     return None
                 raise
         self.recovered_groups = self.recover()
-        if self.warming is not None:
+        seeded = self.hand_over_backfill() if self.hand_over_backfill is not None else None
+        if self.warming is not None and seeded is None:
+            # the first batch folds the backfill: it waits for warm Python workers (with a seed,
+            # the first batch comes after ready: its query need not wait)
             self.warming.join(60)
         query = self.start_query()
         status.waiting_reason = None
+        if seeded is not None:
+            # the driver's fold reached the ends its own read saw at start (on a busy cluster a
+            # little before the targets read above): the query goes on from there, and they are
+            # the ends this start catches up with
+            r = self.store.readiness
+            r.targets = {p: min(end, seeded.get(p, end)) for p, end in r.targets.items()}
+            r.update(seeded)
         return query
 
 

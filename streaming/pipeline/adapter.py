@@ -89,12 +89,72 @@ def event_tally(ev: Event) -> str:
     return ev.TYPE
 
 
-def group_columns(frames: Iterator[pd.DataFrame]) -> dict[str, list[Any]] | None:
-    """The group's rows of this trigger as column lists in log order (``None``: no rows)."""
+#: the first bytes of a seed cell: the state the driver's backfill folded for the group
+#: (`streaming.pipeline.backfill`).  0xc1 is the one byte MessagePack never uses, so no packed
+#: group starts with it.
+SEED_MAGIC: Final = b"\xc1seed"
 
-    chunks = [unpack_group(blob) for f in frames if len(f) for blob in _packed_cells(f)]
+
+def seed_cell(codec_version: int, blob: bytes) -> bytes:
+    """A seed cell: the group's state row (codec version -- negative: quarantined --, bytes)."""
+    return SEED_MAGIC + codec_version.to_bytes(4, "big", signed=True) + blob
+
+
+def read_seed_cell(cell: bytes) -> tuple[int, bytes]:
+    n = len(SEED_MAGIC)
+    return int.from_bytes(cell[n : n + 4], "big", signed=True), bytes(cell[n + 4 :])
+
+
+def group_columns(cells: list[bytes]) -> tuple[dict[str, list[Any]] | None, tuple[int, bytes] | None]:
+    """The group's rows of this trigger (its packed cells) as column lists in log order (``None``:
+    no rows), and the state a seed cell carries (``None``: none -- only the first batch of a query
+    whose backfill the driver folded has seed cells)."""
+    seed = None
+    if any(c[: len(SEED_MAGIC)] == SEED_MAGIC for c in cells):
+        seeds = [c for c in cells if c[: len(SEED_MAGIC)] == SEED_MAGIC]
+        seed = read_seed_cell(seeds[-1])
+        cells = [c for c in cells if c[: len(SEED_MAGIC)] != SEED_MAGIC]
+    chunks = [unpack_group(blob) for blob in cells]
     if not chunks:
-        return None
+        return None, seed
+    return _ordered_columns(chunks), seed
+
+
+def fold_cells(
+    group_id: str | None, cells: list[bytes], gstate: Any, config: OffsetConfig, emit_offsets: bool
+) -> list[tuple[Any, ...]]:
+    """One group's call: its packed cells folded into its state (``gstate``, Spark's
+    ``GroupState`` or the driver's stand-in), the output rows (`OUTPUT_COLUMNS`) returned."""
+    now_ms = int(gstate.getCurrentProcessingTimeMs())
+    cols, seed = group_columns(cells)
+    rows: list[tuple[Any, ...]] = []
+    if cols is not None and cols["status"].count("ok") != len(cols["status"]):
+        rows.extend(_error_rows(group_id, cols))
+    if group_id is None:  # records whose key did not even yield a group id: errors only
+        return rows
+    if cols is not None:
+        cols["group_id"] = [group_id] * len(cols["status"])
+    stored = (int(gstate.get[0]), bytes(gstate.get[1])) if gstate.exists else None
+    if seed is not None and stored is None:
+        # the driver folded the group's backfill: its state, as if read from the state store
+        # (a stored state -- never expected with a seed, which only batch 0 carries -- wins)
+        if seed[0] < 0 and cols is None:
+            # quarantined by the driver's fold (reported there): stored as it is, still
+            # quarantined, until a record of the group comes
+            gstate.update(seed)
+            return rows
+        stored = seed
+    call = _GroupCall(group_id, stored, cols, now_ms, gstate, config, seeded=seed is not None)
+    try:
+        rows.extend(_fold_rows(call, emit_offsets))
+        if call.was_quarantined:
+            rows.append(_recovered_row(group_id, cols, now_ms))
+    except Exception as exc:  # the group boundary: one group's failure never fails the task
+        rows.extend(_quarantine(call, exc))
+    return rows
+
+
+def _ordered_columns(chunks: list[dict[str, list[Any]]]) -> dict[str, list[Any]]:
     if len(chunks) == 1:
         return _in_log_order(chunks[0])
     chunks.sort(key=lambda c: (c["source_partition"][0], c["source_offset"][0]))
@@ -142,26 +202,9 @@ def make_group_function(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], gstate: Any
     ) -> Iterator[pd.DataFrame]:
         worker_tune.apply()
-        group_id = key[0]
-        now_ms = int(gstate.getCurrentProcessingTimeMs())
-        cols = group_columns(frames)
-        rows: list[tuple[Any, ...]] = []
-        if cols is not None and cols["status"].count("ok") != len(cols["status"]):
-            rows.extend(_error_rows(group_id, cols))
-        if group_id is None:  # records whose key did not even yield a group id: errors only
-            if rows:
-                yield _frame(rows)
-            return
-        if cols is not None:
-            cols["group_id"] = [group_id] * len(cols["status"])
-        stored = (int(gstate.get[0]), bytes(gstate.get[1])) if gstate.exists else None
-        call = _GroupCall(group_id, stored, cols, now_ms, gstate, config)
-        try:
-            rows.extend(_fold_rows(call, emit_offsets))
-            if call.was_quarantined:
-                rows.append(_recovered_row(group_id, cols, now_ms))
-        except Exception as exc:  # the group boundary: one group's failure never fails the task
-            rows.extend(_quarantine(call, exc))
+        rows = fold_cells(
+            key[0], [c for f in frames if len(f) for c in _packed_cells(f)], gstate, config, emit_offsets
+        )
         if rows:
             yield _frame(rows)
 
@@ -181,6 +224,8 @@ class _GroupCall:
     now_ms: int
     gstate: Any
     config: OffsetConfig
+    #: a seed cell came with the rows: the state store has the group only once this call stores it
+    seeded: bool = False
 
     @property
     def was_quarantined(self) -> bool:
@@ -259,6 +304,7 @@ def _fold_rows(call: _GroupCall, emit_offsets: bool) -> list[tuple[Any, ...]]:
             or events
             or gstate.hasTimedOut
             or restarted
+            or call.seeded
             or (stored is not None and stored[0] < 0)
         ):
             rows.append((group_id, "snapshot", None, None, snap, blob))

@@ -4,6 +4,8 @@
       -> coalesce(source_tasks)                        log order per partition kept
       -> mapInArrow(decode, collapse commits,          streaming.pipeline.prepare   [observed: decode counts]
                     pack rows per group)
+      (+ the seed: the driver's backfill, a file        streaming.pipeline.backfill  [a new checkpoint with
+         source read once)                                                            backfill: driver]
       -> groupBy(group_id).applyInPandasWithState      streaming.pipeline.adapter   [state: codec bytes,
                                                                              ProcessingTimeTimeout]
       -> foreachBatch                                   streaming.pipeline.sinks     [store, events, offsets]
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from state.config import OffsetConfig
 from streaming.pipeline.adapter import OUTPUT_DDL, STATE_DDL, make_group_function
+from streaming.pipeline.backfill import Backfill, has_seed, seed_source, starting_offsets
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.sinks import OBSERVATION, MirrorSink
 from streaming.pipeline.source import read_source
@@ -71,6 +74,9 @@ class MirrorQuery:
         #: told each batch's observed decode counts, once per batch id (the run status)
         self.on_observed = on_observed
         self.sink: MirrorSink | None = None
+        #: where the driver's backfill read ended, per partition (`streaming.pipeline.backfill`):
+        #: a new checkpoint's Kafka source starts there, beside the seed
+        self.seed_ends: dict[int, int] | None = None
 
     def start(self) -> StreamingQuery:
         """Start the query from the checkpoint, reading the partitions readiness knows; with
@@ -78,11 +84,15 @@ class MirrorQuery:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         s = self.settings
+        seeded = s.source == "kafka" and has_seed(self.spark, s.checkpoint_location)
         raw = read_source(
             self.spark,
             s,
             sorted(self.store.readiness.targets) or None,
             fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
+            starting_offsets=starting_offsets(s.topic, self.seed_ends)
+            if seeded and self.seed_ends
+            else "earliest",
         )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
         # __consumer_offsets), each with ~0.1 s of fixed cost (Python worker round trip, the
@@ -96,14 +106,13 @@ class MirrorQuery:
         prepared = packed.observe(OBSERVATION, *observed_columns()).select("group_id", "packed")
         if keep:  # filtered groups: counted above, dropped here, before the shuffle
             prepared = prepared.where("length(packed) > 0")
+        if seeded:  # the state the driver's backfill folded, read once (streaming.pipeline.backfill)
+            prepared = prepared.unionByName(seed_source(self.spark, s.checkpoint_location))
         fold = make_group_function(self.config, emit_offsets=bool(s.offsets_topic))
         out = prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
-        sink = self.sink = MirrorSink(s, self.store, self.spark, on_observed=self.on_observed)
-        sink.on_batch.extend(self.on_batch)
-        if self.on_sink is not None:
-            self.on_sink(sink)
+        sink = self._new_sink()
         query = (
             out.writeStream.queryName(QUERY_NAME)
             .outputMode("update")
@@ -114,6 +123,18 @@ class MirrorQuery:
         )
         log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
         return query
+
+    def _new_sink(self) -> MirrorSink:
+        sink = self.sink = MirrorSink(self.settings, self.store, self.spark, on_observed=self.on_observed)
+        sink.on_batch.extend(self.on_batch)
+        if self.on_sink is not None:
+            self.on_sink(sink)
+        return sink
+
+    def apply_backfill(self, backfill: Backfill) -> None:
+        """The driver's fold of the backfill through a sink, as the first batch's rows would go
+        (`streaming.pipeline.backfill`)."""
+        self._new_sink().apply_backfill(backfill.rows, backfill.observed)
 
 
 def stop_quietly(query: StreamingQuery, spark: SparkSession, *, restore: bool) -> None:

@@ -269,7 +269,44 @@ class MirrorSink:
             return None
         return {str(k): int(v) for k, v in values.items() if v}
 
-    def _apply(self, batch_id: int, rows: list[Any], observed: Mapping[str, int] | None = None) -> None:
+    def apply_backfill(self, rows: list[Any], observed: Mapping[str, int]) -> None:
+        """The rows of the backfill the driver folded (`streaming.pipeline.backfill`) -- what the
+        query's first batch would have made -- applied as a batch is, before the query starts:
+        counted once, events to ``events-backfill.jsonl`` and the events topic, the offsets feed
+        to its topic.  A start stopped before the query's first batch commits folds the backfill
+        again: the files are replaced, the topics get the same records again (deterministic event
+        ids; the offsets feed is compacted), as for a batch run again."""
+        started = time.monotonic()
+        self._apply(
+            -1, [r for r in rows if r.kind != "offset"], observed, count=True, events_name="events-backfill"
+        )
+        applied = time.monotonic()
+        targets = (
+            (self.settings.events_topic, "event", "group_id"),
+            (self.settings.offsets_topic, "offset", "key"),
+        )
+        for topic, kind, key_column in targets:
+            records = [(getattr(r, key_column), r.body) for r in rows if r.kind == kind]
+            if topic and records:
+                self._save(self.spark.createDataFrame(records, "key string, value string"), topic)
+        log.info(
+            "the backfill's %d rows applied in %.1fs, written in %.1fs",
+            len(rows),
+            applied - started,
+            time.monotonic() - applied,
+        )
+        for hook in self.on_batch:
+            hook(-1, rows)
+
+    def _apply(
+        self,
+        batch_id: int,
+        rows: list[Any],
+        observed: Mapping[str, int] | None = None,
+        *,
+        count: bool = False,
+        events_name: str | None = None,
+    ) -> None:
         snapshots: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         events: list[str] = []
         tallies: list[str] = []
@@ -292,7 +329,7 @@ class MirrorSink:
         self.store.apply(batch_id, snapshots)
         # a batch run again (the query restarted from the checkpoint after this sink saw it, before
         # its commit) is applied again -- the same values -- but counted once
-        counted = batch_id <= self.store.counted_batch
+        counted = batch_id <= self.store.counted_batch and not count
         if not counted:
             self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
             if observed and self.on_observed is not None:
@@ -318,7 +355,7 @@ class MirrorSink:
             )
         self.store.counted_batch = max(self.store.counted_batch, batch_id)
         if self.events_dir is not None and events:
-            path = self.events_dir / f"events-{batch_id:012d}.jsonl"
+            path = self.events_dir / f"{events_name or f'events-{batch_id:012d}'}.jsonl"
             tmp = path.with_name("." + path.name + ".tmp")
             tmp.write_text("".join(e + "\n" for e in events))
             tmp.replace(path)

@@ -18,7 +18,11 @@ RAW_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
 
 
 def kafka_options(
-    settings: Settings, partitions: list[int] | None = None, *, fail_on_data_loss: bool = True
+    settings: Settings,
+    partitions: list[int] | None = None,
+    *,
+    fail_on_data_loss: bool = True,
+    starting_offsets: str = "earliest",
 ) -> dict[str, str]:
     """Options for Spark's Kafka source: our fixed semantics plus every ``kafka.*`` pass-through.
 
@@ -36,9 +40,10 @@ def kafka_options(
     options = {
         "kafka.bootstrap.servers": settings.bootstrap_servers,
         **subscription,
-        # A new checkpoint rebuilds state from the whole (compacted) topic; an existing checkpoint
-        # ignores this and resumes where it stopped.
-        "startingOffsets": "earliest",
+        # A new checkpoint rebuilds state from the whole (compacted) topic -- or, when the driver
+        # folded the backfill (streaming.pipeline.backfill), from where the driver's read ended; an
+        # existing checkpoint ignores this and resumes where it stopped.
+        "startingOffsets": starting_offsets,
         # The coordinator materialises only committed transactional offset commits; so do we.
         "kafka.isolation.level": "read_committed",
         # Compaction gaps and transaction markers are not loss (Spark >= 2.4, SPARK-25005); a log
@@ -77,11 +82,15 @@ def read_kafka(
     partitions: list[int] | None = None,
     *,
     fail_on_data_loss: bool = True,
+    starting_offsets: str = "earliest",
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
     reader = spark.readStream.format("kafka")
-    for key, value in kafka_options(settings, partitions, fail_on_data_loss=fail_on_data_loss).items():
+    options = kafka_options(
+        settings, partitions, fail_on_data_loss=fail_on_data_loss, starting_offsets=starting_offsets
+    )
+    for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load().select(
         "key",
@@ -153,11 +162,18 @@ def read_source(
     partitions: list[int] | None = None,
     *,
     fail_on_data_loss: bool = True,
+    starting_offsets: str = "earliest",
 ) -> DataFrame:
     """The records (Kafka or capture), with the tick rows that keep micro-batches running."""
     records = (
         read_capture(spark, settings)
         if settings.source == "capture"
-        else read_kafka(spark, settings, partitions, fail_on_data_loss=fail_on_data_loss)
+        else read_kafka(
+            spark,
+            settings,
+            partitions,
+            fail_on_data_loss=fail_on_data_loss,
+            starting_offsets=starting_offsets,
+        )
     )
     return records.unionByName(ticks(spark))

@@ -102,7 +102,9 @@ def test_undecodable_records_are_counted_kept_and_skipped(
     assert mirror.health()[0]
 
 
-def _run_mirror(bootstrap: str, checkpoint: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _run_mirror(
+    bootstrap: str, checkpoint: Path, port: int, log: Path, *extra: str
+) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
         "-m",
@@ -122,6 +124,7 @@ def _run_mirror(bootstrap: str, checkpoint: Path, port: int, log: Path) -> subpr
         "2",
         "--spark-conf",
         "spark.driver.memory=1g",
+        *extra,
     ]
     with open(log, "ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -201,39 +204,13 @@ def _end_offsets(bootstrap: str) -> dict[int, int]:
 def test_kill_9_mid_backfill_then_restart_ends_in_the_same_state(
     mirrors: Any, quiet_kafka: Any, tmp_path: Path
 ) -> None:
-    from streaming.settings import load_settings
-
-    deadline = time.monotonic() + 60
-    ends = _end_offsets(quiet_kafka.bootstrap)
-    while True:  # the last leave/commit records are in: the log is quiet
-        time.sleep(3)
-        now = _end_offsets(quiet_kafka.bootstrap)
-        if now == ends:
-            break
-        assert time.monotonic() < deadline, "the quiet broker's log keeps changing"
-        ends = now
-    assert sum(ends.values()) > 10_000
-
-    # the reference: an uninterrupted run
-    reference = mirrors.start(
-        load_settings(
-            bootstrap_servers=quiet_kafka.bootstrap,
-            checkpoint_location=str(tmp_path / "reference"),
-            trigger_interval_s=1.0,
-            shuffle_partitions=2,
-            http_port=0,
-        )
-    )
-    assert reference.wait_ready(300)
-    reference.wait_batches(1, 60)
-    expected = _all_snapshots(reference.http.url)
-    reference.stop()
-    assert len(expected) > 200
+    expected = _uninterrupted(mirrors, quiet_kafka, tmp_path)
 
     checkpoint = tmp_path / "crashing"
     port = free_port()
     log = tmp_path / "mirror.log"
-    proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log)
+    # the query folds the backfill, in many small micro-batches (the driver's fold: the next test)
+    proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log, "--backfill", "query")
     try:
         deadline = time.monotonic() + 300
         while _committed_batches(checkpoint) < 3:
@@ -246,7 +223,7 @@ def test_kill_9_mid_backfill_then_restart_ends_in_the_same_state(
         proc.wait(30)
         crashed_at = _committed_batches(checkpoint)
 
-        proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log)
+        proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log, "--backfill", "query")
         wait_process_ready(port, proc, 300)
         time.sleep(2)  # one more trigger after readiness
         assert _committed_batches(checkpoint) > crashed_at  # resumed, not restarted
@@ -264,6 +241,79 @@ def test_kill_9_mid_backfill_then_restart_ends_in_the_same_state(
         assert "Traceback" not in log.read_text().split("received SIGTERM")[-1], log.read_text()[-3000:]
 
 
+def _uninterrupted(mirrors: Any, kafka: Any, tmp_path: Path) -> dict[str, Any]:
+    """Every group's snapshot after an uninterrupted run (the reference), once the log is quiet."""
+    from streaming.settings import load_settings
+
+    deadline = time.monotonic() + 60
+    ends = _end_offsets(kafka.bootstrap)
+    while True:  # the last leave/commit records are in: the log is quiet
+        time.sleep(3)
+        now = _end_offsets(kafka.bootstrap)
+        if now == ends:
+            break
+        assert time.monotonic() < deadline, "the quiet broker's log keeps changing"
+        ends = now
+    assert sum(ends.values()) > 10_000
+
+    reference = mirrors.start(
+        load_settings(
+            bootstrap_servers=kafka.bootstrap,
+            checkpoint_location=str(tmp_path / "reference"),
+            trigger_interval_s=1.0,
+            shuffle_partitions=2,
+            http_port=0,
+        )
+    )
+    assert reference.wait_ready(300)
+    reference.wait_batches(1, 60)
+    expected = _all_snapshots(reference.http.url)
+    reference.stop()
+    assert len(expected) > 200
+    return expected
+
+
+@pytest.mark.parametrize("crash_at", ["seed written", "first batch planned"])
+def test_kill_9_around_the_driver_backfill_hand_over_then_restart_ends_in_the_same_state(
+    mirrors: Any, quiet_kafka: Any, tmp_path: Path, crash_at: str
+) -> None:
+    """``backfill: driver``: killed (the driver and its JVMs, no shutdown hooks) once the seed is
+    written -- before or just as the query starts -- or once batch 0 is planned but not committed:
+    the restart makes the seed again or runs batch 0 again from it, and ends where an
+    uninterrupted run ends."""
+    expected = _uninterrupted(mirrors, quiet_kafka, tmp_path)
+    checkpoint = tmp_path / "crashing"
+    port = free_port()
+    log = tmp_path / "mirror.log"
+    proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log)
+    mark = checkpoint / ("seed/seed.parquet" if crash_at == "seed written" else "offsets/0")
+    try:
+        deadline = time.monotonic() + 300
+        while not mark.exists():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"no {mark}"
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log)
+        wait_process_ready(port, proc, 300)
+        deadline = time.monotonic() + 120
+        while _committed_batches(checkpoint) < 2:  # batch 0 (the seed) and one after it
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        got = _all_snapshots(f"http://127.0.0.1:{port}")
+        assert got.keys() == expected.keys()
+        for group_id, snap in expected.items():
+            assert got[group_id] == snap, group_id
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_sigterm_mid_backfill_stops_cleanly(quiet_kafka: Any, tmp_path: Path) -> None:
     """SIGTERM in the middle of a backfill of small micro-batches: the running batch drains, the
     query stops (interrupting the next batch when it has started), exit 0, no ERROR, no traceback,
@@ -275,7 +325,7 @@ def test_sigterm_mid_backfill_stops_cleanly(quiet_kafka: Any, tmp_path: Path) ->
     port = free_port()
     log = tmp_path / "mirror.log"
     checkpoint = tmp_path / "ckpt"
-    proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log)
+    proc = _run_mirror(quiet_kafka.bootstrap, checkpoint, port, log, "--backfill", "query")
     try:
         deadline = time.monotonic() + 300
         while _committed_batches(checkpoint) < 3:

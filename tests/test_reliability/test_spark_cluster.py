@@ -7,8 +7,8 @@ coordinator is.
   SparkSession is per process; the test session's shared local[2] session stays untouched), with
   its events in files; the test reads it through its HTTP API and Spark's REST API.
 * The log is preloaded so that the mirror catches up over several micro-batches
-  (``max_offsets_per_trigger``); the executor is killed while one of its tasks runs and ``/ready``
-  still answers 503, i.e. inside a catch-up batch.
+  (``max_offsets_per_trigger``, ``backfill: query``); the executor is killed while one of its
+  tasks runs and ``/ready`` still answers 503, i.e. inside a catch-up batch.
 * "Equals an uninterrupted run": every group's ``GET /groups/{id}`` against Kafka's AdminClient
   (GroupProbe) read-back -- state, type, committed offsets, members, deleted groups absent -- and the
   change events against one uninterrupted fold of the same log (`lab.mirror_process.audit_events`):
@@ -121,7 +121,12 @@ def test_executor_killed_mid_batch_ends_where_the_coordinator_is(
         tmp_path / "mirror",
         bootstrap=kafka.bootstrap,
         spark_master=cluster.master_url,
-        settings={"max_offsets_per_trigger": PER_TRIGGER, "cluster_name": "spark-cluster"},
+        # the query folds the backfill (in several micro-batches, to kill an executor in one)
+        settings={
+            "max_offsets_per_trigger": PER_TRIGGER,
+            "cluster_name": "spark-cluster",
+            "backfill": "query",
+        },
         # one executor per worker, each within the worker's 1 core / 1g
         spark_conf={"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "768m"},
     )

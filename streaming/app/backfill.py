@@ -1,0 +1,142 @@
+"""``backfill: driver``: a new checkpoint's backfill folded on the driver while Spark starts.
+
+`streaming.pipeline.backfill` says what is folded and how the query takes it over; this module
+runs it: `DriverBackfill.start` (before Spark's session, on a checkpoint with no micro-batch yet)
+reads and folds in a thread of its own, and `DriverBackfill.hand_over` (at the query's first
+start) applies the result through the sink, writes the seed and tells the query where the
+driver's read ended.  Anything that goes wrong on the way is logged and the query folds the
+backfill itself, as with ``backfill: query``: the driver's fold only ever saves time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from streaming.cluster.jvm import Jvm
+from streaming.cluster.topic_read import TopicMissingError, TopicRead, read_topic
+from streaming.pipeline.backfill import Backfill, fold_backfill, local_path, reset_new_checkpoint, write_seed
+from streaming.pipeline.prepare import GroupFilter
+from streaming.pipeline.query import MirrorQuery
+from streaming.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("coordinator_mirror")
+
+#: the read gives up when no partition moved for this long (the query then folds the backfill)
+READ_STALL_S = 120.0
+
+
+def local_checkpoint_is_new(checkpoint: str) -> bool | None:
+    """Whether a local checkpoint has no micro-batch yet (no ``offsets/<n>`` file); None for a
+    checkpoint on another file system (known only once Spark's Hadoop file system is up)."""
+    local = local_path(checkpoint)
+    if local is None:
+        return None
+    folder = local / "offsets"
+    return not folder.is_dir() or not any(p.name.isdigit() for p in folder.iterdir())
+
+
+def checkpoint_is_new(spark: SparkSession, checkpoint: str) -> bool:
+    jpath = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
+    fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())
+    return not fs.exists(jpath) or not any(st.getPath().getName().isdigit() for st in fs.listStatus(jpath))
+
+
+class DriverBackfill:
+    """The driver's read and fold of a new checkpoint's backfill, in a thread."""
+
+    def __init__(self, settings: Settings, jvm: Jvm, now_ms: Any) -> None:
+        self.settings = settings
+        self.jvm = jvm
+        self.now_ms = now_ms
+        self.read = TopicRead()
+        self.result: Backfill | None = None
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> DriverBackfill:
+        """Read and fold in a thread (`hand_over` waits for it)."""
+        self._thread = threading.Thread(target=self.run, name="mirror-backfill", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def topic_was_missing(self) -> bool:
+        """The read found no topic (a new cluster): worth running again once the topic exists."""
+        return isinstance(self.error, TopicMissingError)
+
+    def run(self) -> None:
+        """Read and fold here and now (the result or the error kept for `hand_over`)."""
+        self.result = self.error = None
+        self.read = TopicRead()
+        s = self.settings
+        started = time.monotonic()
+        conf = {
+            # a poll's records per partition fetch: Kafka's default 500 records per poll is ~100x
+            # more calls for a backfill; overridable through kafka_options
+            "max.poll.records": "50000",
+            **s.kafka_options,
+            "bootstrap.servers": s.bootstrap_servers or "",
+            "isolation.level": "read_committed",
+        }
+        try:
+            batches = read_topic(self.jvm, conf, s.topic, self.read, timeout_s=READ_STALL_S, stop=self._stop)
+            self.result = fold_backfill(
+                batches,
+                s.offset_config(),
+                GroupFilter(*s.group_filter),
+                emit_offsets=bool(s.offsets_topic),
+                now_ms=self.now_ms(),
+                records_per_fold=s.max_offsets_per_trigger,
+            )
+            r = self.result
+            log.info(
+                "backfill folded on the driver: %d records, %d groups in %.1fs "
+                "(read and decode %.1fs, fold %.1fs)",
+                self.read.records,
+                r.groups,
+                time.monotonic() - started,
+                r.read_s,
+                r.fold_s,
+            )
+        except BaseException as exc:  # the query folds the backfill instead (hand_over)
+            self.error = exc
+
+    def stop(self) -> None:
+        """Stop the read between two polls and wait for the thread (a mirror stopped during its
+        start: its client JVM is closed after this, never under a running call)."""
+        self._stop.set()
+        self.read.wake()  # a call waiting on a broker that does not answer ends now
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def hand_over(self, spark: SparkSession, query: MirrorQuery) -> bool:
+        """Wait for the fold, then apply it through a sink and write the seed; True when the query
+        is to start from the seed, False when the query folds the backfill itself."""
+        s = self.settings
+        reset_new_checkpoint(spark, s.checkpoint_location)  # of a start stopped before its query ran
+        if self._thread is not None:
+            self._thread.join()  # it ends: read_topic gives up after READ_STALL_S without progress
+        result = self.result
+        if self.error is not None or result is None:
+            log.warning(
+                "the driver's backfill failed (%s): the query folds the backfill",
+                str(self.error).splitlines()[0][:300] if self.error else "no result",
+            )
+            return False
+        try:
+            write_seed(spark, s.checkpoint_location, result.seeds)
+            query.apply_backfill(result)
+        except Exception as exc:
+            reset_new_checkpoint(spark, s.checkpoint_location)
+            log.warning("handing the driver's backfill over failed (%s): the query folds the backfill", exc)
+            return False
+        query.seed_ends = dict(self.read.ends)
+        self.result = None  # the rows and seed cells are handed over: not kept
+        return True
