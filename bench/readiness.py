@@ -27,7 +27,7 @@ process of its own, fresh (a new checkpoint for the mirror), once per run, the t
 * **CPU s to ready**: user + system time of the whole process tree (Python, JVMs, Spark's Python
   workers; reaped children included) at ready, from /proc;
 * **peak RSS**: the largest sum of resident memory over the tree, sampled every 0.1 s from start
-  to 5 s past ready.
+  to 5 s past ready (``--after-ready``).
 
 ``--before DIR`` adds a second mirror, run from the source tree at ``DIR`` (e.g. ``git worktree add
 /tmp/before main``, or ``git archive main | tar -x -C DIR``) with this tree's jars: before/after in
@@ -258,7 +258,7 @@ class KminionTool(Tool):
 
 
 # --------------------------------------------------------------------------------------------- run
-def measure(tool: Tool, run: int, timeout_s: float) -> dict[str, Any]:
+def measure(tool: Tool, run: int, timeout_s: float, after_ready_s: float = AFTER_READY_S) -> dict[str, Any]:
     cmd, env, wd = tool.command(run)
     log_path = wd / "process.log"
     with open(log_path, "wb") as out:
@@ -286,7 +286,7 @@ def measure(tool: Tool, run: int, timeout_s: float) -> dict[str, Any]:
                 raise RuntimeError(f"{tool.name} never became ready; see {log_path}")
             if proc.poll() is None:
                 cpu, _ = sampler.sample()
-                time.sleep(AFTER_READY_S)
+                time.sleep(after_ready_s)
             else:  # the floor: exited and reaped, its CPU is in our children's rusage
                 cpu = _reaped_cpu()
         finally:
@@ -386,6 +386,12 @@ def main() -> int:
     )
     ap.add_argument("--bootstrap", default=None, help="an already preloaded broker (skips the preload)")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--after-ready",
+        type=float,
+        default=AFTER_READY_S,
+        help="peak RSS sampled until this long past ready (s)",
+    )
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.quick:
@@ -433,7 +439,7 @@ def main() -> int:
 
                 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
                 _reaped_cpu.before = usage.ru_utime + usage.ru_stime  # type: ignore[attr-defined]
-                r = measure(tool, run, args.timeout)
+                r = measure(tool, run, args.timeout, args.after_ready)
                 results[tool.name].append(r)
                 log(f"run {run + 1}/{args.runs} {tool.name}: {r} (load {os.getloadavg()[0]:.2f})")
                 time.sleep(2)
