@@ -227,18 +227,28 @@ def test_kill_9_mid_backfill_then_restart_ends_in_the_same_state(
         wait_process_ready(port, proc, 300)
         time.sleep(2)  # one more trigger after readiness
         assert _committed_batches(checkpoint) > crashed_at  # resumed, not restarted
-        got = _all_snapshots(f"http://127.0.0.1:{port}")
-        assert got.keys() == expected.keys()
-        for group_id, snap in expected.items():
-            assert got[group_id] == snap, group_id
+        _assert_snapshots(port, expected)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        assert "Traceback" not in log.read_text().split("received SIGTERM")[-1], log.read_text()[-3000:]
+        _stop_quietly(proc, log)
+
+
+def _assert_snapshots(port: int, expected: dict[str, Any]) -> None:
+    """The mirror on ``port`` serves exactly the ``expected`` groups, each the same snapshot."""
+    got = _all_snapshots(f"http://127.0.0.1:{port}")
+    assert got.keys() == expected.keys()
+    for group_id, snap in expected.items():
+        assert got[group_id] == snap, group_id
+
+
+def _stop_quietly(proc: subprocess.Popen[bytes], log: Path) -> None:
+    """SIGTERM (SIGKILL after 60 s); no traceback logged after the SIGTERM."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "Traceback" not in log.read_text().split("received SIGTERM")[-1], log.read_text()[-3000:]
 
 
 def _uninterrupted(mirrors: Any, kafka: Any, tmp_path: Path) -> dict[str, Any]:
@@ -301,17 +311,9 @@ def test_kill_9_around_the_driver_backfill_hand_over_then_restart_ends_in_the_sa
         while _committed_batches(checkpoint) < 2:  # batch 0 (the seed) and one after it
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        got = _all_snapshots(f"http://127.0.0.1:{port}")
-        assert got.keys() == expected.keys()
-        for group_id, snap in expected.items():
-            assert got[group_id] == snap, group_id
+        _assert_snapshots(port, expected)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        _stop_quietly(proc, log)
 
 
 def test_sigterm_mid_backfill_stops_cleanly(quiet_kafka: Any, tmp_path: Path) -> None:
