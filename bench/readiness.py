@@ -286,9 +286,11 @@ def measure(tool: Tool, run: int, timeout_s: float, after_ready_s: float = AFTER
                 raise RuntimeError(f"{tool.name} never became ready; see {log_path}")
             if proc.poll() is None:
                 cpu, _ = sampler.sample()
+                cpu_parts = dict(sampler.cpu_parts)
                 time.sleep(after_ready_s)
             else:  # the floor: exited and reaped, its CPU is in our children's rusage
                 cpu = _reaped_cpu()
+                cpu_parts = {"root": cpu}
         finally:
             sampler.stop()
             with contextlib.suppress(ProcessLookupError):
@@ -306,6 +308,7 @@ def measure(tool: Tool, run: int, timeout_s: float, after_ready_s: float = AFTER
         "cpu_s": round(cpu, 1),
         "peak_rss_mb": round(sampler.peak_rss / 2**20),
         "peak_rss_parts_mb": {k: round(v / 2**20) for k, v in sorted(sampler.peak_parts.items())},
+        "cpu_parts_s": {k: round(v, 1) for k, v in sorted(cpu_parts.items()) if v},
     }
     if isinstance(tool, KminionTool):
         target = 0.95 * cpu

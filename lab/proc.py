@@ -120,6 +120,8 @@ class TreeSampler:
         self.peak_rss = 0
         #: resident bytes of each process at the peak, by `kind`
         self.peak_parts: dict[str, int] = {}
+        #: CPU seconds by `kind` at the last sample (`sample`)
+        self.cpu_parts: dict[str, float] = {}
         self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu s, rss bytes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
@@ -127,12 +129,15 @@ class TreeSampler:
     def sample(self) -> tuple[float, int]:
         cpu, rss = 0.0, 0
         parts: dict[str, int] = {}
+        cpu_parts: dict[str, float] = {}
         for pid in tree_pids(self.root):
             c, r = _cpu_and_rss(pid)
             cpu += c
             rss += r
             kind = "root" if pid == self.root else kind_of(pid)
             parts[kind] = parts.get(kind, 0) + r
+            cpu_parts[kind] = cpu_parts.get(kind, 0.0) + c
+        self.cpu_parts = cpu_parts
         if rss > self.peak_rss:
             self.peak_rss, self.peak_parts = rss, parts
         self.samples.append((time.monotonic(), cpu, rss))

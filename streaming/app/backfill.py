@@ -10,6 +10,9 @@ backfill itself, as with ``backfill: query``: the driver's fold only ever saves 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import logging
 import threading
 import time
@@ -41,10 +44,13 @@ def local_checkpoint_is_new(checkpoint: str) -> bool | None:
     return not folder.is_dir() or not any(p.name.isdigit() for p in folder.iterdir())
 
 
-def checkpoint_is_new(spark: SparkSession, checkpoint: str) -> bool:
-    jpath = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
-    fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())
-    return not fs.exists(jpath) or not any(st.getPath().getName().isdigit() for st in fs.listStatus(jpath))
+def release_freed_memory() -> None:
+    """Give the memory the fold freed back to the system: glibc's allocator keeps freed heap
+    pages resident until asked (``malloc_trim``); the fold's records, packed cells and rows were
+    ~70-100 MB of them at 1 M records.  A no-op where there is no glibc."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class DriverBackfill:
@@ -95,6 +101,7 @@ class DriverBackfill:
                 now_ms=self.now_ms(),
                 records_per_fold=s.max_offsets_per_trigger,
             )
+            self.jvm.release_memory()  # the read is over: its fetch buffers go back to the system
             r = self.result
             log.info(
                 "backfill folded on the driver: %d records, %d groups in %.1fs "
@@ -122,7 +129,9 @@ class DriverBackfill:
         s = self.settings
         reset_new_checkpoint(spark, s.checkpoint_location)  # of a start stopped before its query ran
         if self._thread is not None:
+            began = time.monotonic()
             self._thread.join()  # it ends: read_topic gives up after READ_STALL_S without progress
+            log.info("the query's start waited %.1fs for the driver's fold", time.monotonic() - began)
         result = self.result
         if self.error is not None or result is None:
             log.warning(
@@ -139,4 +148,6 @@ class DriverBackfill:
             return False
         query.seed_ends = dict(self.read.ends)
         self.result = None  # the rows and seed cells are handed over: not kept
+        del result
+        release_freed_memory()
         return True

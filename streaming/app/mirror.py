@@ -36,7 +36,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from streaming.app.backfill import DriverBackfill, checkpoint_is_new, local_checkpoint_is_new
+from streaming.app.backfill import DriverBackfill, local_checkpoint_is_new
 from streaming.app.drift import CheckpointClaim, DriftReporter
 from streaming.app.driver_events import DriverEvents
 from streaming.app.lag_loop import LagLoop
@@ -50,7 +50,7 @@ from streaming.health.lag import LagTracker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
 from streaming.pipeline.query import MirrorQuery, stop_between_batches
-from streaming.pipeline.recovery import SparkCheckpointFiles
+from streaming.pipeline.recovery import SparkCheckpointFiles, has_planned_batch
 from streaming.pipeline.session import add_plugin_jars, mirror_session, warm_in_background
 from streaming.pipeline.share_state import ShareStateMirror
 from streaming.pipeline.sinks import MirrorSink
@@ -157,7 +157,9 @@ class Mirror:
                 # read and fold while Spark starts (streaming.app.backfill)
                 self.backfill = DriverBackfill(s, self.jvm, _now_ms).start()
         if self.spark is None:
+            began = time.monotonic()
             self.spark = mirror_session(s, java_options)
+            log.info("Spark session up in %.1fs", time.monotonic() - began)
         else:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
         spark = self.spark
@@ -265,7 +267,7 @@ class Mirror:
         if s.source != "kafka" or s.backfill != "driver" or self.jvm is None:
             return None
         assert spark is not None and query_def is not None
-        if not checkpoint_is_new(spark, s.checkpoint_location):
+        if has_planned_batch(spark, s.checkpoint_location):
             self.backfill = None  # a checkpoint on another file system, found in use: it resumes
             return None
         if self.backfill is None:  # not started early (a checkpoint not on a local disk)

@@ -37,7 +37,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -93,21 +93,56 @@ def event_tally(ev: Event) -> str:
 #: (`streaming.pipeline.backfill`).  0xc1 is the one byte MessagePack never uses, so no packed
 #: group starts with it.
 SEED_MAGIC: Final = b"\xc1seed"
+#: the layout byte after the magic of a cell that carries the group's next deadline (a cell
+#: without it -- a checkpoint seeded before the deadline was kept -- starts its codec version
+#: there, 0x00 or 0xff)
+_SEED_TIMED: Final = 2
 
 
-def seed_cell(codec_version: int, blob: bytes) -> bytes:
-    """A seed cell: the group's state row (codec version -- negative: quarantined --, bytes)."""
-    return SEED_MAGIC + codec_version.to_bytes(4, "big", signed=True) + blob
+class SeedCell(NamedTuple):
+    """What a seed cell carries: the group's state row and when its timeout is due."""
+
+    #: the codec version of ``blob`` (negative: quarantined)
+    version: int
+    blob: bytes
+    #: the group's next expiry deadline, epoch ms (None: none)
+    deadline_ms: int | None
+    #: False for a cell from before deadlines were kept: the first batch folds the seed again
+    #: to find the deadline (and emits its snapshot)
+    timed: bool = True
+
+    @property
+    def row(self) -> tuple[int, bytes]:
+        return self.version, self.blob
 
 
-def read_seed_cell(cell: bytes) -> tuple[int, bytes]:
+def seed_cell(codec_version: int, blob: bytes, deadline_ms: int | None) -> bytes:
+    """A seed cell: the group's state row (codec version -- negative: quarantined --, bytes) and
+    its next expiry deadline."""
+    deadline = -1 if deadline_ms is None else deadline_ms
+    return (
+        SEED_MAGIC
+        + bytes((_SEED_TIMED,))
+        + codec_version.to_bytes(4, "big", signed=True)
+        + deadline.to_bytes(8, "big", signed=True)
+        + blob
+    )
+
+
+def read_seed_cell(cell: bytes) -> SeedCell:
     n = len(SEED_MAGIC)
-    return int.from_bytes(cell[n : n + 4], "big", signed=True), bytes(cell[n + 4 :])
+    if cell[n] != _SEED_TIMED:  # magic, codec version, bytes
+        return SeedCell(
+            int.from_bytes(cell[n : n + 4], "big", signed=True), bytes(cell[n + 4 :]), None, False
+        )
+    version = int.from_bytes(cell[n + 1 : n + 5], "big", signed=True)
+    deadline = int.from_bytes(cell[n + 5 : n + 13], "big", signed=True)
+    return SeedCell(version, bytes(cell[n + 13 :]), None if deadline < 0 else deadline)
 
 
-def group_columns(cells: list[bytes]) -> tuple[dict[str, list[Any]] | None, tuple[int, bytes] | None]:
+def group_columns(cells: list[bytes]) -> tuple[dict[str, list[Any]] | None, SeedCell | None]:
     """The group's rows of this trigger (its packed cells) as column lists in log order (``None``:
-    no rows), and the state a seed cell carries (``None``: none -- only the first batch of a query
+    no rows), and the seed cell among them (``None``: none -- only the first batch of a query
     whose backfill the driver folded has seed cells)."""
     seed = None
     if any(c[: len(SEED_MAGIC)] == SEED_MAGIC for c in cells):
@@ -138,12 +173,17 @@ def fold_cells(
     if seed is not None and stored is None:
         # the driver folded the group's backfill: its state, as if read from the state store
         # (a stored state -- never expected with a seed, which only batch 0 carries -- wins)
-        if seed[0] < 0 and cols is None:
-            # quarantined by the driver's fold (reported there): stored as it is, still
-            # quarantined, until a record of the group comes
-            gstate.update(seed)
+        if cols is None and (seed.version < 0 or seed.timed):
+            # nothing new since the driver's read: stored as it is, its timeout set, and nothing
+            # emitted -- the driver applied this group's outputs, and a restart before this batch
+            # is committed recovers them from the seed (`streaming.pipeline.recovery`).  A group
+            # the driver's fold quarantined (reported there) stays quarantined until a record
+            # of it comes.  A deadline already passed fires at the next trigger.
+            gstate.update(seed.row)
+            if seed.version >= 0 and seed.deadline_ms is not None:
+                gstate.setTimeoutDuration(max(1, seed.deadline_ms - now_ms))
             return rows
-        stored = seed
+        stored = seed.row
     call = _GroupCall(group_id, stored, cols, now_ms, gstate, config, seeded=seed is not None)
     try:
         rows.extend(_fold_rows(call, emit_offsets))
@@ -224,7 +264,8 @@ class _GroupCall:
     now_ms: int
     gstate: Any
     config: OffsetConfig
-    #: a seed cell came with the rows: the state store has the group only once this call stores it
+    #: a seed cell came (with rows, or without its deadline): the state store has the group only
+    #: once this call stores it, and its snapshot is emitted
     seeded: bool = False
 
     @property

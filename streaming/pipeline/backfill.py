@@ -16,9 +16,11 @@ With ``backfill: driver`` the driver folds it instead, while Spark's JVM starts:
 3. each group's state row becomes a *seed cell* (`streaming.pipeline.adapter.seed_cell`) in a
    Parquet file under the checkpoint (``<checkpoint>/seed``), which the query reads as a second
    input stream (`seed_source`) beside the Kafka source, which starts at the offsets the driver
-   read up to.  Batch 0 thus stores every group's state (the seed) and sets its timeout, and
-   emits its snapshot again -- so a restart before batch 0 is committed still fills the driver's
-   store.  ``applyInPandasWithState`` takes no initial state; this is how it gets one.
+   read up to.  Batch 0 thus stores every group's state (the seed) and sets its timeout (the
+   deadline is in the cell), and emits nothing for a group with no new record: the driver
+   applied its outputs, and a restart before batch 0 is committed rebuilds the driver's store
+   from the seed (`streaming.pipeline.recovery.recover_snapshots`).  ``applyInPandasWithState``
+   takes no initial state; this is how it gets one.
 
 The mirror is ready once the driver's fold is applied and the query started; the seed batch runs
 after that (its cost is ``applyInPandasWithState``'s per-group floor, off the path to ready).
@@ -78,6 +80,17 @@ class DriverGroupState:
     def setTimeoutDuration(self, duration_ms: int) -> None:  # noqa: N802 -- Spark's name
         self.timeout_ms = int(duration_ms)
 
+    def new_call(self) -> DriverGroupState:
+        """Before each call, as Spark does: a timeout lasts until the next call (which sets it
+        again, or leaves the group without one)."""
+        self.timeout_ms = None
+        return self
+
+    @property
+    def deadline_ms(self) -> int | None:
+        """When the timeout the last call set is due (epoch ms)."""
+        return None if self.timeout_ms is None else self._now_ms + self.timeout_ms
+
 
 @dataclass
 class Backfill:
@@ -121,7 +134,9 @@ def fold_backfill(
         began = time.monotonic()
         for gid, blobs in cells.items():
             state = (
-                DriverGroupState(now_ms) if gid is None else states.setdefault(gid, DriverGroupState(now_ms))
+                DriverGroupState(now_ms)
+                if gid is None
+                else states.setdefault(gid, DriverGroupState(now_ms)).new_call()
             )
             out.rows.extend(OutputRow(*row) for row in fold_cells(gid, blobs, state, config, emit_offsets))
         cells.clear()
@@ -141,7 +156,9 @@ def fold_backfill(
             pending = 0
     fold()
     out.observed = {n: int(v) for n, v in zip(names, totals, strict=True) if v}
-    out.seeds = [(gid, seed_cell(*st.get)) for gid, st in states.items() if st.get is not None]
+    out.seeds = [
+        (gid, seed_cell(*st.get, st.deadline_ms)) for gid, st in states.items() if st.get is not None
+    ]
     out.groups = len(states)
     out.read_s = time.monotonic() - started - out.fold_s
     return out

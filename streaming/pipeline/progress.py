@@ -151,4 +151,15 @@ class ProgressFollower:
                 r.mark_ready()  # a replayed capture has been read completely
         if "addBatch" not in progress.durationMs:
             return  # a trigger that ran no batch: not a batch of the history (nor of its metrics)
-        self.run.add_batch(batch_entry(progress))
+        entry = batch_entry(progress)
+        if entry["batch_id"] == 0:  # a new checkpoint's first batch: the backfill, or its seed
+            phases = ", ".join(
+                f"{k} {v / 1000:.1f}s" for k, v in sorted(entry["duration_ms"].items()) if v >= 100
+            )
+            log.info(
+                "the first micro-batch: %d input rows, %d groups in the state store (%s)",
+                entry["input_rows"],
+                sum(entry["state_rows"]),
+                phases,
+            )
+        self.run.add_batch(entry)

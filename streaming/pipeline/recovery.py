@@ -17,6 +17,8 @@ import pandas as pd
 from state import codec
 from state.config import OffsetConfig
 from state.snapshot import summary
+from streaming.pipeline.adapter import read_seed_cell
+from streaming.pipeline.backfill import SEED_DDL, has_seed, seed_path
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,14 +27,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("coordinator_mirror.recovery")
 
 
+def _has_batch_file(spark: SparkSession, checkpoint: str, log: str) -> bool:
+    """Whether the checkpoint's ``log`` folder (``offsets``, ``commits``) has a batch's file."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{log}")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return bool(fs.exists(path)) and any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
+
+
 def has_committed_batch(spark: SparkSession, checkpoint: str) -> bool:
-    jvm = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/commits")
-    fs = path.getFileSystem(conf)
-    if not fs.exists(path):
-        return False
-    return any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
+    """A micro-batch of the checkpoint's query has been committed (``commits/<n>``)."""
+    return _has_batch_file(spark, checkpoint, "commits")
+
+
+def has_planned_batch(spark: SparkSession, checkpoint: str) -> bool:
+    """A micro-batch of the checkpoint's query has been planned (``offsets/<n>``)."""
+    return _has_batch_file(spark, checkpoint, "offsets")
 
 
 def parse_offset_log(text: str, topic: str) -> dict[int, int] | None:
@@ -75,27 +84,54 @@ def read_committed_offsets(spark: SparkSession, checkpoint: str, topic: str) -> 
     return parse_offset_log(str(text), topic)
 
 
-def _summaries(config: OffsetConfig) -> Any:
+def _summary_rows(
+    config: OffsetConfig, rows: Iterator[tuple[str, int | None, bytes]]
+) -> list[tuple[str, bytes | None, str | None, str | None]]:
     """Each state row's summary; a quarantined row (negative codec version) or one whose bytes do
     not decode comes back with ``quarantine`` set, so the API shows it after the restart too."""
+    out: list[tuple[str, bytes | None, str | None, str | None]] = []
+    for gid, version, blob in rows:
+        quarantine = None
+        if version is not None and int(version) < 0:
+            quarantine = "quarantined before the restart (the details were not kept)"
+        try:
+            g = codec.decode(bytes(blob)) if len(blob) else None
+        except codec.StateCodecError as exc:
+            g, quarantine = None, f"{type(exc).__name__}: {exc}"
+        if g is not None and g.exists:
+            text = json.dumps(summary(g, config), separators=(",", ":"), ensure_ascii=False)
+            out.append((g.group_id, bytes(blob), text, quarantine))
+        elif quarantine is not None:
+            out.append((gid, None, None, quarantine))
+    return out
+
+
+_SUMMARY_DDL = "group_id string, blob binary, summary string, quarantine string"
+_SUMMARY_COLUMNS = ["group_id", "blob", "summary", "quarantine"]
+
+
+def _summaries(config: OffsetConfig) -> Any:
+    """`_summary_rows` of the state store's rows (group_id, codec_version, blob)."""
 
     def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for df in frames:
-            rows: list[tuple[Any, ...]] = []
-            for gid, version, blob in zip(df["group_id"], df["codec_version"], df["blob"], strict=True):
-                quarantine = None
-                if version is not None and int(version) < 0:
-                    quarantine = "quarantined before the restart (the details were not kept)"
-                try:
-                    g = codec.decode(bytes(blob)) if len(blob) else None
-                except codec.StateCodecError as exc:
-                    g, quarantine = None, f"{type(exc).__name__}: {exc}"
-                if g is not None and g.exists:
-                    text = json.dumps(summary(g, config), separators=(",", ":"), ensure_ascii=False)
-                    rows.append((g.group_id, bytes(blob), text, quarantine))
-                elif quarantine is not None:
-                    rows.append((gid, None, None, quarantine))
-            yield pd.DataFrame(rows, columns=["group_id", "blob", "summary", "quarantine"])
+            rows = zip(df["group_id"], df["codec_version"], df["blob"], strict=True)
+            yield pd.DataFrame(_summary_rows(config, rows), columns=_SUMMARY_COLUMNS)
+
+    return fn
+
+
+def _seed_summaries(config: OffsetConfig) -> Any:
+    """`_summary_rows` of the seed's cells (group_id, packed: `adapter.seed_cell`)."""
+
+    def fn(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for df in frames:
+            cells = (
+                (gid, read_seed_cell(bytes(cell)))
+                for gid, cell in zip(df["group_id"], df["packed"], strict=True)
+            )
+            rows = ((gid, seed.version, seed.blob) for gid, seed in cells)
+            yield pd.DataFrame(_summary_rows(config, rows), columns=_SUMMARY_COLUMNS)
 
     return fn
 
@@ -105,9 +141,22 @@ def recover_snapshots(
 ) -> list[tuple[str, bytes | None, dict[str, Any] | None, str | None]] | None:
     """(group id, state bytes, summary, quarantine reason or None) of every live or quarantined
     group in the checkpoint's state store; the driver store renders full snapshots from the bytes
-    when they are read."""
-    if not has_committed_batch(spark, settings.checkpoint_location):
-        return None
+    when they are read.
+
+    A seeded checkpoint (`streaming.pipeline.backfill`) whose first batch was planned but not
+    committed has its groups in the seed instead: that batch emits nothing for the groups it
+    stores from the seed, so they are read from there."""
+    checkpoint = settings.checkpoint_location
+    if not has_committed_batch(spark, checkpoint):
+        if (
+            settings.source != "kafka"
+            or not has_seed(spark, checkpoint)
+            or not has_planned_batch(spark, checkpoint)
+        ):
+            return None
+        log.info("the first micro-batch was planned but not committed: the groups come from the seed")
+        frame = spark.read.schema(SEED_DDL).parquet(seed_path(checkpoint))
+        return _collected(frame.mapInPandas(_seed_summaries(config), _SUMMARY_DDL))
     # Spark >= 4.1 (coordinatorReportSnapshotUploadLag, on by default): loading a RocksDB store
     # reports the loaded snapshot to the driver's StateStoreCoordinator, which only exists once the
     # session's StreamingQueryManager does.  Before the query starts, in a fresh process, the report
@@ -117,19 +166,19 @@ def recover_snapshots(
     # registers the coordinator (docs/operating.md "Checkpoint, restarts and sizing";
     # tests/test_streaming/test_pipeline/test_spark_workarounds.py fails once Spark no longer needs this).
     spark.streams  # noqa: B018
-    state = spark.read.format("statestore").load(settings.checkpoint_location)
+    state = spark.read.format("statestore").load(checkpoint)
     value = state.schema["value"].dataType
     blob = "value.groupState.blob" if "groupState" in value.fieldNames() else "value.blob"
     version = blob.replace(".blob", ".codec_version")
     rows = (
         state.selectExpr("key.group_id AS group_id", f"{version} AS codec_version", f"{blob} AS blob")
         .where("blob IS NOT NULL")
-        .mapInPandas(
-            _summaries(config),
-            "group_id string, blob binary, summary string, quarantine string",
-        )
-        .collect()
+        .mapInPandas(_summaries(config), _SUMMARY_DDL)
     )
+    return _collected(rows)
+
+
+def _collected(frame: Any) -> list[tuple[str, bytes | None, dict[str, Any] | None, str | None]]:
     return [
         (
             r.group_id,
@@ -137,7 +186,7 @@ def recover_snapshots(
             json.loads(r.summary) if r.summary else None,
             r.quarantine,
         )
-        for r in rows
+        for r in frame.collect()
     ]
 
 

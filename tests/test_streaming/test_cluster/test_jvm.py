@@ -128,3 +128,21 @@ def test_close_ends_the_jvm_even_with_a_client_open(kafka: Any) -> None:
         assert time.monotonic() < deadline, "the JVM outlived close()"
         time.sleep(0.2)
     jvm.close()  # idempotent
+
+
+@pytest.mark.broker  # a JVM with the resolved jars
+def test_release_memory_shrinks_the_heap_a_large_read_grew(driver_jvm: Any) -> None:
+    """The driver's backfill read grows the client JVM's heap to a few hundred MB; once it is
+    over, `Jvm.release_memory` shrinks the heap back to its live data (it never shrank below
+    the default initial heap, 1/64 of the machine's memory, before)."""
+    gw = driver_jvm.gateway.jvm
+    runtime = gw.java.lang.Runtime.getRuntime()
+    held = gw.java.util.concurrent.ConcurrentLinkedQueue()  # not a List: py4j passes its calls through
+    for _ in range(40):  # 200 MB, alive until dropped
+        held.add(gw.java.lang.reflect.Array.newInstance(gw.java.lang.Byte.TYPE, 5 * 2**20))
+    grown = int(runtime.totalMemory())
+    assert grown >= 200 * 2**20
+    held.clear()
+    driver_jvm.release_memory()
+    # ~80 MB here (the young generation stays); the default initial heap alone is 384 MB on 24 GB
+    assert int(runtime.totalMemory()) < 128 * 2**20 < grown

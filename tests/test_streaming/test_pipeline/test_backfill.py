@@ -74,6 +74,7 @@ def test_a_seed_and_the_rest_of_the_log_end_where_one_fold_of_the_whole_log_ends
     seeds = dict(part.seeds)
     cells = _packed_cells(rest)
     ended: dict[str, tuple[int, bytes]] = {}
+    deadlines: dict[str, int | None] = {}
     for gid in (seeds.keys() | cells.keys()) - {None}:
         state = FakeGroupState(now_ms=now)
         rows = fold_cells(
@@ -82,11 +83,15 @@ def test_a_seed_and_the_rest_of_the_log_end_where_one_fold_of_the_whole_log_ends
         assert not [r for r in rows if r[1] == "quarantine"], rows
         if state.row is not None:
             ended[gid] = state.row
+            deadlines[gid] = None if state.timeout_ms is None else now + state.timeout_ms
     expected = {gid: read_seed_cell(cell) for gid, cell in whole.seeds}
     assert ended.keys() == expected.keys()
+    assert any(d is not None for d in deadlines.values())
     for gid, (version, blob) in ended.items():
-        assert version == expected[gid][0], gid
-        assert codec.decode(blob) == codec.decode(expected[gid][1]), gid
+        assert version == expected[gid].version, gid
+        assert codec.decode(blob) == codec.decode(expected[gid].blob), gid
+        # the timeout: the seed's deadline where no record came after the split, else the fold's
+        assert deadlines[gid] == expected[gid].deadline_ms, gid
     # the decode counts are the query's: every record counted once
     assert whole.observed["records"] == len(records)
     assert whole.observed["records"] == part.observed["records"] + len(rest)
@@ -116,9 +121,9 @@ def test_a_backfill_folded_in_steps_ends_where_one_fold_ends(
     assert steps.observed["rows"] >= once.observed["rows"]
     assert dict(steps.seeds).keys() == dict(once.seeds).keys()
     for gid, cell in once.seeds:
-        version, blob = read_seed_cell(cell)
-        mine = read_seed_cell(dict(steps.seeds)[gid])
-        assert mine[0] == version and codec.decode(mine[1]) == codec.decode(blob), gid
+        seed, mine = read_seed_cell(cell), read_seed_cell(dict(steps.seeds)[gid])
+        assert mine.version == seed.version and codec.decode(mine.blob) == codec.decode(seed.blob), gid
+        assert mine.deadline_ms == seed.deadline_ms, gid
 
 
 def _commits(*offsets: int) -> list[bytes]:
@@ -128,21 +133,43 @@ def _commits(*offsets: int) -> list[bytes]:
     return _packed_cells(records)["g"]
 
 
-def test_a_seed_alone_is_stored_and_its_snapshot_emitted_with_the_timeout_set() -> None:
-    """Batch 0 of a seeded query: a group with no new record still stores its seed, sets the
-    timeout of its next deadline and emits its snapshot (a restart before batch 0 is committed
-    fills the driver's store from these)."""
+def test_a_seed_alone_is_stored_with_its_timeout_and_emits_nothing() -> None:
+    """Batch 0 of a seeded query: a group with no new record stores its seed and sets the timeout
+    of the deadline the cell carries -- and emits nothing (the driver applied its outputs; a
+    restart before batch 0 is committed recovers them from the seed)."""
     driver = DriverGroupState(now_ms=T0 + HOUR)
-    fold_cells("g", _commits(5, 6), driver, CONFIG, False)
+    fold_cells("g", _commits(5, 6), driver.new_call(), CONFIG, False)
     assert driver.get is not None and driver.timeout_ms is not None
-    cell = seed_cell(*driver.get)
-    assert cell.startswith(SEED_MAGIC) and read_seed_cell(cell) == driver.get
+    cell = seed_cell(*driver.get, driver.deadline_ms)
+    assert cell.startswith(SEED_MAGIC)
+    assert read_seed_cell(cell) == (*driver.get, T0 + HOUR + driver.timeout_ms, True)
     state = FakeGroupState(now_ms=T0 + 2 * HOUR)
-    rows = fold_cells("g", [cell], state, CONFIG, False)
+    assert fold_cells("g", [cell], state, CONFIG, False) == []
     assert state.row == driver.get
-    assert [r[1] for r in rows] == ["snapshot"]
-    assert rows[0][5] == driver.get[1] and json.loads(rows[0][4])["offsets"] == 2
     assert state.timeout_ms == driver.timeout_ms - HOUR  # the same deadline, an hour later
+    # a deadline passed since the driver's fold: due at the next trigger, which folds the expiry
+    late = FakeGroupState(now_ms=driver.deadline_ms + HOUR)
+    assert fold_cells("g", [cell], late, CONFIG, False) == []
+    assert late.timeout_ms == 1
+    # a group with no deadline (no offsets): no timeout
+    bare = FakeGroupState(now_ms=T0)
+    assert fold_cells("g", [seed_cell(*driver.get, None)], bare, CONFIG, False) == []
+    assert bare.row == driver.get and bare.timeout_ms is None
+
+
+def test_a_seed_cell_without_its_deadline_is_folded_again() -> None:
+    """A cell of the first seed layout (no deadline: magic, codec version, bytes) is folded as a
+    stored state, which finds the deadline, and its snapshot emitted."""
+    driver = DriverGroupState(now_ms=T0 + HOUR)
+    fold_cells("g", _commits(5, 6), driver.new_call(), CONFIG, False)
+    assert driver.get is not None
+    old = SEED_MAGIC + driver.get[0].to_bytes(4, "big", signed=True) + driver.get[1]
+    assert read_seed_cell(old) == (*driver.get, None, False)
+    state = FakeGroupState(now_ms=T0 + 2 * HOUR)
+    rows = fold_cells("g", [old], state, CONFIG, False)
+    assert [r[1] for r in rows] == ["snapshot"] and json.loads(rows[0][4])["offsets"] == 2
+    assert state.row is not None and codec.decode(state.row[1]) == codec.decode(driver.get[1])
+    assert state.timeout_ms == driver.timeout_ms - HOUR
 
 
 def test_rows_after_a_seed_fold_onto_it() -> None:
@@ -150,7 +177,8 @@ def test_rows_after_a_seed_fold_onto_it() -> None:
     fold_cells("g", _commits(5), driver, CONFIG, False)
     state = FakeGroupState(now_ms=T0 + HOUR)
     later = [(0, 10, T0 + 10, commit_key("g", "t", 1), commit_value(9, T0 + 10))]
-    rows = fold_cells("g", [seed_cell(*driver.get), *_packed_cells(later)["g"]], state, CONFIG, False)  # type: ignore[misc]
+    cell = seed_cell(*driver.get, driver.deadline_ms)  # type: ignore[misc]
+    rows = fold_cells("g", [cell, *_packed_cells(later)["g"]], state, CONFIG, False)
     assert state.row is not None
     assert {tp: e[0] for tp, e in codec.decode(state.row[1]).offsets.items()} == {("t", 0): 5, ("t", 1): 9}
     assert "snapshot" in [r[1] for r in rows]
@@ -158,15 +186,34 @@ def test_rows_after_a_seed_fold_onto_it() -> None:
 
 def test_a_quarantined_seed_stays_quarantined_and_a_stored_state_wins() -> None:
     state = FakeGroupState(now_ms=T0)
-    assert fold_cells("g", [seed_cell(-3, b"last good")], state, CONFIG, False) == []
+    assert fold_cells("g", [seed_cell(-3, b"last good", None)], state, CONFIG, False) == []
     assert state.row == (-3, b"last good")  # reported by the driver's fold; nothing again here
+    assert state.timeout_ms is None
     driver = DriverGroupState(now_ms=T0 + HOUR)
     fold_cells("g", _commits(5), driver, CONFIG, False)
     stored = FakeGroupState(now_ms=T0 + HOUR)
     fold_cells("g", _commits(7), stored, CONFIG, False)
     kept = stored.row
-    fold_cells("g", [seed_cell(*driver.get)], stored, CONFIG, False)  # type: ignore[misc]
+    fold_cells("g", [seed_cell(*driver.get, driver.deadline_ms)], stored, CONFIG, False)  # type: ignore[misc]
     assert stored.row == kept
+
+
+def test_a_driver_call_without_a_timeout_clears_the_last_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in Spark, a timeout lasts until the group's next call: a call that sets none (here the
+    group's fold fails: quarantined) leaves the seed without a deadline."""
+    from streaming.pipeline import adapter
+
+    driver = DriverGroupState(now_ms=T0 + HOUR)
+    fold_cells("g", _commits(5), driver.new_call(), CONFIG, False)
+    assert driver.deadline_ms is not None
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise ValueError("a fold that fails")
+
+    monkeypatch.setattr(adapter, "step_detail", failing)
+    rows = fold_cells("g", _commits(6), driver.new_call(), CONFIG, False)
+    assert [r[1] for r in rows][:1] == ["quarantine"]
+    assert driver.get is not None and driver.get[0] < 0 and driver.deadline_ms is None
 
 
 def test_a_deleted_group_leaves_no_seed_and_filtered_groups_are_counted_not_folded() -> None:
