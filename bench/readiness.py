@@ -25,7 +25,8 @@ process of its own, fresh (a new checkpoint for the mirror), once per run, the t
     CPU time at ready;
 
 * **CPU s to ready**: user + system time of the whole process tree (Python, JVMs, Spark's Python
-  workers; reaped children included) at ready, from /proc;
+  workers; reaped children included) at ready, from /proc -- and by process (``cpu_parts_s``: the driver,
+  Spark's JVM, the client JVM, the Python workers);
 * **peak RSS**: the largest sum of resident memory over the tree, sampled every 0.1 s from start
   to 5 s past ready (``--after-ready``).
 

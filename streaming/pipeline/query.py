@@ -81,18 +81,27 @@ class MirrorQuery:
     def start(self) -> StreamingQuery:
         """Start the query from the checkpoint, reading the partitions readiness knows; with
         failOnDataLoss off once the start-up drift check found the log start past the checkpoint."""
+        s = self.settings
+        seeded = s.source == "kafka" and has_seed(self.spark, s.checkpoint_location)
+        out = self._plan(
+            seeded,
+            starting_offsets(s.topic, self.seed_ends) if seeded and self.seed_ends else "earliest",
+        )
+        sink = self._new_sink()
+        query = self._writer(out).foreachBatch(sink).start()
+        log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
+        return query
+
+    def _plan(self, seeded: bool, starting: str) -> DataFrame:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         s = self.settings
-        seeded = s.source == "kafka" and has_seed(self.spark, s.checkpoint_location)
         raw = read_source(
             self.spark,
             s,
             sorted(self.store.readiness.targets) or None,
             fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
-            starting_offsets=starting_offsets(s.topic, self.seed_ends)
-            if seeded and self.seed_ends
-            else "earliest",
+            starting_offsets=starting,
         )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
         # __consumer_offsets), each with ~0.1 s of fixed cost (Python worker round trip, the
@@ -109,20 +118,18 @@ class MirrorQuery:
         if seeded:  # the state the driver's backfill folded, read once (streaming.pipeline.backfill)
             prepared = prepared.unionByName(seed_source(self.spark, s.checkpoint_location))
         fold = make_group_function(self.config, emit_offsets=bool(s.offsets_topic))
-        out = prepared.groupBy("group_id").applyInPandasWithState(
+        return prepared.groupBy("group_id").applyInPandasWithState(
             fold, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout
         )
-        sink = self._new_sink()
-        query = (
+
+    def _writer(self, out: DataFrame) -> Any:
+        s = self.settings
+        return (
             out.writeStream.queryName(QUERY_NAME)
             .outputMode("update")
             .option("checkpointLocation", s.checkpoint_location)
             .trigger(processingTime=f"{s.trigger_interval_ms} milliseconds")
-            .foreachBatch(sink)
-            .start()
         )
-        log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
-        return query
 
     def _new_sink(self) -> MirrorSink:
         sink = self.sink = MirrorSink(self.settings, self.store, self.spark, on_observed=self.on_observed)
