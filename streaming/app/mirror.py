@@ -218,7 +218,9 @@ class Mirror:
             self.lag,
             partition_offsets=self.cluster.partition_offsets if self.cluster is not None else None,
         )
-        self.progress = ProgressFollower(s, self.store, self.run_status, lambda: self.run.query)
+        self.progress = ProgressFollower(
+            s, self.store, self.run_status, lambda: self.run.query, stopping=self._stopped.is_set
+        )
         self.progress.start()
         kafka = s.source == "kafka" and self.cluster is not None
         if kafka:

@@ -67,11 +67,15 @@ class ProgressFollower:
         store: SnapshotStore,
         run: RunStatus,
         current_query: Callable[[], StreamingQuery | None],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.settings = settings
         self.store = store
         self.run = run
         self.current_query = current_query
+        #: the mirror is stopping: after its stop line the log says nothing more (a first batch
+        #: drained by the stop is not announced)
+        self.stopping = stopping
         #: keys of the progress entries taken, oldest first (`take`)
         self._taken: dict[tuple[str, int, str], None] = {}
         self._lock = threading.Lock()
@@ -152,7 +156,7 @@ class ProgressFollower:
         if "addBatch" not in progress.durationMs:
             return  # a trigger that ran no batch: not a batch of the history (nor of its metrics)
         entry = batch_entry(progress)
-        if entry["batch_id"] == 0:  # a new checkpoint's first batch: the backfill, or its seed
+        if entry["batch_id"] == 0 and not self.stopping():  # a new checkpoint's first batch
             phases = ", ".join(
                 f"{k} {v / 1000:.1f}s" for k, v in sorted(entry["duration_ms"].items()) if v >= 100
             )

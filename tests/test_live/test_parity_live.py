@@ -137,7 +137,11 @@ def _recreate_until_id_has_dash_or_underscore(admin: Any, topic: str, partitions
                     raise
                 assert exc.args[0].name() in ("TOPIC_ALREADY_EXISTS", "UNKNOWN_TOPIC_OR_PART"), exc
                 time.sleep(0.3)
-        tid = _topic_id(admin, topic)
+        # a new topic's metadata reaches the broker's cache a little after CreateTopics answers:
+        # until then DescribeTopics says UNKNOWN_TOPIC_OR_PARTITION (seen once in CI)
+        found_by = time.monotonic() + 30
+        while (tid := _topic_id(admin, topic)) is None and time.monotonic() < found_by:
+            time.sleep(0.2)
         assert tid is not None
         if "-" in tid or "_" in tid:
             return tid, attempt
