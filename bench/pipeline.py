@@ -36,6 +36,7 @@ compare the ratios measured in one run.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -270,6 +271,40 @@ def background_load(
         fut.result(60)
 
 
+class GcPauses:
+    """The driver interpreter's garbage-collector pauses from now to `stop`, per generation (a
+    full collection walks every tracked object: its cost grows with what the driver holds)."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self._gc = gc
+        self._started: float | None = None
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+
+    def stop(self) -> dict[str, Any]:
+        self._gc.callbacks.remove(self._callback)
+        out: dict[str, Any] = {
+            f"gen{g}": {
+                "collections": len(p),
+                "total_ms": round(sum(p) * 1000),
+                "max_ms": round(max(p, default=0) * 1000),
+            }
+            for g, p in self.pauses.items()
+        }
+        tracked = self._gc.get_objects()
+        out["tracked_objects"] = len(tracked)
+        out["top_types"] = dict(collections.Counter(type(o).__name__ for o in tracked).most_common(8))
+        return out
+
+
 def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
     """Under ``--latency-rate`` background commits/s spread over every group: commit -> visible
     in ``GET /groups/{id}`` for a probe group, and the median phases of the batches meanwhile."""
@@ -282,7 +317,7 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     waited = time.monotonic()
     while mirror.store.last_batch.batch_id < 0:
         time.sleep(0.1)
-    figures["first_batch_after_ready_s"] = round(time.monotonic() - waited, 1)
+    first_batch_after_ready_s = round(time.monotonic() - waited, 1)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     base = mirror.http.url
     probe_group = "bench-latency"
@@ -336,6 +371,7 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
         "p50_s": round(statistics.median(latencies), 2),
         "p99_s": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
         "max_s": round(latencies[-1], 2),
+        "first_batch_after_ready_s": first_batch_after_ready_s,
     }
     steady = [p for p in list(mirror.progress_history)[history_latency:] if p["input_rows"]]
     slow = [p for p in steady if p["duration_ms"].get("triggerExecution", 0) > 3000]
@@ -604,6 +640,7 @@ def main() -> int:
         # (commits issued one by one would straddle several triggers).
         burst = args.burst_groups or min(args.groups, 10_000)
         history_before = len(mirror.progress_history)
+        gc_pauses = GcPauses()
         t1 = time.monotonic()
         burst_in_one_transaction(broker.bootstrap, burst, args.topics)
         log(f"committed to {burst} groups in one transaction in {time.monotonic() - t1:.1f}s")
@@ -637,6 +674,8 @@ def main() -> int:
             for p in big
         ]
         log(f"the micro-batch folding {burst} active groups: {figures['active_groups_batches']}")
+        figures["driver_gc"] = gc_pauses.stop()
+        log(f"the driver's Python GC meanwhile: {figures['driver_gc']}")
         figures["peak_rss_bytes"] = sampler.stop()
         figures["state_bytes"] = mirror.progress_history[-1].get("state_bytes")
         # reconciliation rounds meanwhile (ListGroups over every group; CM_RECONCILE_INTERVAL_S

@@ -24,7 +24,7 @@ share-state query           streaming.pipeline.share_state       mirror-share-st
 progress following          streaming.pipeline.progress          mirror-progress
 the query supervisor        streaming.app.supervisor             mirror-supervisor
 (restarts, source check,    streaming.app.reconcile
-reconciliation)
+reconciliation, the heap)   streaming.app.heap
 HTTP (API, /metrics)        streaming.serving.api / .metrics     uvicorn's
 ==========================  ===================================  ==============================
 """
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from streaming.app.backfill import DriverBackfill, local_checkpoint_is_new
 from streaming.app.drift import CheckpointClaim, DriftReporter
 from streaming.app.driver_events import DriverEvents
+from streaming.app.heap import DriverHeap
 from streaming.app.lag_loop import LagLoop
 from streaming.app.reconcile import Reconciler
 from streaming.app.startup import Beginning, SourceCheck, ensure_output_topics, open_cluster, recover_store
@@ -129,6 +130,8 @@ class Mirror:
         #: ``backfill: driver`` on a new checkpoint: the driver's read and fold (until handed over)
         self.backfill: DriverBackfill | None = None
         self.supervisor: QuerySupervisor | None = None
+        #: the driver's long-lived objects frozen once ready (the supervisor's loop steps it)
+        self.heap = DriverHeap(lambda: self.store.readiness.ready)
         self.http: Any = None
         self._stopped = threading.Event()
 
@@ -240,6 +243,7 @@ class Mirror:
             if claim is not None
             else lambda: None,
             reconcile=self.reconciler.round if self.reconciler is not None else None,
+            housekeeping=[self.heap.step],
         )
         self.supervisor.start()
         if self.serve_http:
@@ -402,6 +406,7 @@ class Mirror:
         self._stopped.set()
         if self.supervisor is not None:
             self.supervisor.stop()
+        self.heap.stop()
         if self.share_state is not None:  # first: it must not start its query during the stop
             self.share_state.stop(restore=not self._owns_session)
         q = self.run.query

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -97,6 +97,7 @@ class QuerySupervisor:
         check_source: Callable[[], None] | None = None,
         keep_meta: Callable[[], None] = lambda: None,
         reconcile: Callable[[], bool] | None = None,
+        housekeeping: Sequence[Callable[[float], object]] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -108,6 +109,8 @@ class QuerySupervisor:
         self.check_source = check_source
         self.keep_meta = keep_meta
         self.reconcile = reconcile
+        #: called with the time at every step while the query runs (`streaming.app.heap`)
+        self.housekeeping = list(housekeeping)
         self.clock = clock
         self.failures = 0
         self.restart_at: float | None = None
@@ -172,6 +175,8 @@ class QuerySupervisor:
             self._next_reconcile = now + s.reconcile_interval_s
             status.possible_missed_tombstones = False
             reconcile()
+        for chore in self.housekeeping:
+            chore(now)
         return True
 
     def _on_failure(self, q: Query) -> float | None:
