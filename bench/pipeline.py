@@ -281,13 +281,24 @@ class GcPauses:
         self._gc = gc
         self._started: float | None = None
         self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        #: CPU the collecting thread used in them (walking objects, with the GIL held); the rest
+        #: of a pause is waiting, e.g. py4j's finalizers telling the JVM an object is gone
+        self.cpu = {0: 0.0, 1: 0.0, 2: 0.0}
+        self._started_cpu = 0.0
+        #: the longest collections: (s, generation, objects collected)
+        self.longest: list[tuple[float, int, int]] = []
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
+            self._started_cpu = time.thread_time()
         elif self._started is not None:
-            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+            took = time.perf_counter() - self._started
+            self.pauses[info["generation"]].append(took)
+            self.cpu[info["generation"]] += time.thread_time() - self._started_cpu
+            self.longest.append((took, info["generation"], info["collected"]))
+            self.longest = sorted(self.longest, reverse=True)[:5]
 
     def stop(self) -> dict[str, Any]:
         self._gc.callbacks.remove(self._callback)
@@ -296,9 +307,11 @@ class GcPauses:
                 "collections": len(p),
                 "total_ms": round(sum(p) * 1000),
                 "max_ms": round(max(p, default=0) * 1000),
+                "cpu_ms": round(self.cpu[g] * 1000),
             }
             for g, p in self.pauses.items()
         }
+        out["longest"] = [{"ms": round(t * 1000), "gen": g, "collected": n} for t, g, n in self.longest]
         tracked = self._gc.get_objects()
         out["tracked_objects"] = len(tracked)
         out["top_types"] = dict(collections.Counter(type(o).__name__ for o in tracked).most_common(8))
@@ -548,8 +561,18 @@ def main() -> int:
     ap.add_argument("--insights", action="store_true", help="6.: share-state query and timeline off vs on")
     ap.add_argument("--only-insights", action="store_true", help="skip (p), (a) and 5.; implies --insights")
     ap.add_argument("--share-rate", type=float, default=200.0, help="6.: share records/s accepted")
+    ap.add_argument(
+        "--driver-heap-freeze",
+        choices=("on", "off"),
+        default="on",
+        help="off: the mirror's driver heap is never frozen (streaming.app.heap), for A/B runs",
+    )
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
+    if args.driver_heap_freeze == "off":
+        from streaming.app.heap import DriverHeap
+
+        DriverHeap.step = lambda self, now: None  # type: ignore[method-assign,assignment]
 
     from lab.broker import BrokerSettings, LocalKafka
     from streaming.pipeline.session import build_session

@@ -28,7 +28,9 @@ process of its own, fresh (a new checkpoint for the mirror), once per run, the t
   workers; reaped children included) at ready, from /proc -- and by process (``cpu_parts_s``: the driver,
   Spark's JVM, the client JVM, the Python workers);
 * **peak RSS**: the largest sum of resident memory over the tree, sampled every 0.1 s from start
-  to 5 s past ready (``--after-ready``).
+  to 5 s past ready (``--after-ready``); **peak PSS** the same with each process's proportional
+  set size, which counts a page N processes share 1/N in each (Spark's Python workers are forked:
+  a sum of RSS counts their shared pages once per worker).  For a one-process tool both are equal.
 
 ``--before DIR`` adds a second mirror, run from the source tree at ``DIR`` (e.g. ``git worktree add
 /tmp/before main``, or ``git archive main | tar -x -C DIR``) with this tree's jars: before/after in
@@ -273,7 +275,7 @@ def measure(tool: Tool, run: int, timeout_s: float, after_ready_s: float = AFTER
             cwd=wd,
             start_new_session=True,
         )
-        sampler = TreeSampler(proc.pid).start()
+        sampler = TreeSampler(proc.pid, pss=True).start()
         try:
             ready_at = None
             while time.monotonic() - started < timeout_s:
@@ -309,6 +311,8 @@ def measure(tool: Tool, run: int, timeout_s: float, after_ready_s: float = AFTER
         "cpu_s": round(cpu, 1),
         "peak_rss_mb": round(sampler.peak_rss / 2**20),
         "peak_rss_parts_mb": {k: round(v / 2**20) for k, v in sorted(sampler.peak_parts.items())},
+        "peak_pss_mb": round(sampler.peak_pss / 2**20),
+        "peak_pss_parts_mb": {k: round(v / 2**20) for k, v in sorted(sampler.peak_pss_parts.items())},
         "cpu_parts_s": {k: round(v, 1) for k, v in sorted(cpu_parts.items()) if v},
     }
     if isinstance(tool, KminionTool):
@@ -349,8 +353,8 @@ def _mirror_phases(log_path: Path, started: float) -> dict[str, float]:
 
 def table(results: dict[str, list[dict[str, Any]]], floor_s: float | None) -> str:
     rows = [
-        "| tool | start -> ready (s) | x floor | CPU s to ready | peak RSS (MB) | runs |",
-        "|---|---|---|---|---|---|",
+        "| tool | start -> ready (s) | x floor | CPU s to ready | peak RSS (MB) | peak PSS (MB) | runs |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         if not runs:
@@ -358,12 +362,15 @@ def table(results: dict[str, list[dict[str, Any]]], floor_s: float | None) -> st
         ready = statistics.median(r["ready_s"] for r in runs)
         cpu = statistics.median(r["cpu_s"] for r in runs)
         rss = statistics.median(r["peak_rss_mb"] for r in runs)
+        pss = statistics.median(r["peak_pss_mb"] for r in runs)
         extra = ""
         if "work_done_s" in runs[0]:
             extra = f" (work done {statistics.median(r['work_done_s'] for r in runs):.1f})"
         ratio = f"{ready / floor_s:.2f}" if floor_s else ""
         spread = "/".join(f"{r['ready_s']:.1f}" for r in runs)
-        rows.append(f"| {name} | {ready:.1f}{extra} | {ratio} | {cpu:.1f} | {rss:,.0f} | {spread} |")
+        rows.append(
+            f"| {name} | {ready:.1f}{extra} | {ratio} | {cpu:.1f} | {rss:,.0f} | {pss:,.0f} | {spread} |"
+        )
     return "\n".join(rows)
 
 

@@ -85,6 +85,20 @@ def _cpu_and_rss(pid: int) -> tuple[float, int]:
     return ticks / _CLK_TCK, pages * _PAGE
 
 
+def _pss(pid: int) -> int:
+    """Proportional set size, bytes: resident memory with each page shared by N processes counted
+    1/N -- summed over a tree, every page once (a forked Python worker shares its parent's pages;
+    a sum of RSS counts them in each)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
 def kind_of(pid: int) -> str:
     """What a process of a mirror's tree is: the Spark driver JVM, the Kafka client JVM (py4j's
     gateway), a Python worker, or its command's first word."""
@@ -114,12 +128,16 @@ class TreeSampler:
     CPU counts every live process's own time plus the time of its children that exited and were
     reaped (cutime/cstime), so a Python worker that came and went is still counted."""
 
-    def __init__(self, root: int, interval_s: float = 0.1) -> None:
+    def __init__(self, root: int, interval_s: float = 0.1, *, pss: bool = False) -> None:
         self.root = root
         self.interval_s = interval_s
         self.peak_rss = 0
         #: resident bytes of each process at the peak, by `kind`
         self.peak_parts: dict[str, int] = {}
+        #: with ``pss``: the largest sum of proportional set sizes (`_pss`), and its parts by kind
+        self.pss = pss
+        self.peak_pss = 0
+        self.peak_pss_parts: dict[str, int] = {}
         #: CPU seconds by `kind` at the last sample (`sample`)
         self.cpu_parts: dict[str, float] = {}
         self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu s, rss bytes)
@@ -127,8 +145,9 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
 
     def sample(self) -> tuple[float, int]:
-        cpu, rss = 0.0, 0
+        cpu, rss, pss = 0.0, 0, 0
         parts: dict[str, int] = {}
+        pss_parts: dict[str, int] = {}
         cpu_parts: dict[str, float] = {}
         for pid in tree_pids(self.root):
             c, r = _cpu_and_rss(pid)
@@ -137,9 +156,15 @@ class TreeSampler:
             kind = "root" if pid == self.root else kind_of(pid)
             parts[kind] = parts.get(kind, 0) + r
             cpu_parts[kind] = cpu_parts.get(kind, 0.0) + c
+            if self.pss:
+                p = _pss(pid)
+                pss += p
+                pss_parts[kind] = pss_parts.get(kind, 0) + p
         self.cpu_parts = cpu_parts
         if rss > self.peak_rss:
             self.peak_rss, self.peak_parts = rss, parts
+        if pss > self.peak_pss:
+            self.peak_pss, self.peak_pss_parts = pss, pss_parts
         self.samples.append((time.monotonic(), cpu, rss))
         return cpu, rss
 
