@@ -567,6 +567,12 @@ def main() -> int:
         default="on",
         help="off: the mirror's driver heap is never frozen (streaming.app.heap), for A/B runs",
     )
+    ap.add_argument(
+        "--spark-gc",
+        choices=("default", "g1"),
+        default="default",
+        help="g1: the Spark JVM on G1, not the local-mode default (the serial collector), for A/B runs",
+    )
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.driver_heap_freeze == "off":
@@ -597,6 +603,8 @@ def main() -> int:
                 "spark.ui.enabled": "false",
                 "spark.driver.memory": "6g",
                 "spark.sql.shuffle.partitions": "4",
+                # the mirror's own choice (streaming.pipeline.session.gc_conf) unless g1 is asked for
+                **({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"} if args.spark_gc == "g1" else {}),
             },
         )
         partitions = list(range(args.offsets_partitions))

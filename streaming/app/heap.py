@@ -4,16 +4,18 @@ The driver holds a few long-lived objects per group and partition -- the lag win
 (`streaming.health.window`), each group's offsets and owners, the served summaries: ~1.6 M objects
 the collector tracks at 100k groups x 10 partitions, ~16 per group.  None of them is ever part of a
 reference cycle, yet CPython's full collection walks every one: measured in ``bench/pipeline.py``
-(100k x 10, 500 commits/s and one 10k-group burst): three full collections in about a minute,
-1.0-1.3 s each, during which the driver holds the GIL -- a micro-batch's hand-over to the served
-store went from ~0.2 s to ~1 s whenever one fell inside it, and the HTTP API stalled as long.
+(100k x 10, 500 commits/s and one 10k-group burst), three full collections in about a minute,
+1.0-1.2 s of CPU each, during which the driver holds the GIL -- a micro-batch's hand-over to the
+served store went from ~0.2 s to ~1 s whenever one fell inside it, and the HTTP API stalled as long.
 
-So once the mirror is ready, what lives then moves to the permanent generation (``gc.freeze()``,
-the interpreter's own tool for long-lived heaps); every `FREEZE_INTERVAL_S` the survivors since
-are collected and frozen too, so a collection only ever walks what the last minute allocated.
-Frozen objects are still freed by reference counting when they are dropped; only a reference
-cycle among them would wait -- so every `FULL_INTERVAL_S` the heap is unfrozen, collected in
-full (one pause as long as before: once an hour, not every minute) and frozen again.
+So once the mirror is ready, what lives then -- the state the start built -- moves to the
+permanent generation (``gc.freeze()``, the interpreter's own tool for long-lived heaps), which
+collections do not walk.  Frozen objects are still freed by reference counting when they are
+dropped; only a reference cycle among them waits -- so every `INTERVAL_S` the heap is unfrozen,
+collected in full (one pause as long as before: once an hour, not every twenty seconds) and frozen
+again.  Freezing is kept to those moments on purpose: what is alive at a freeze and becomes cyclic
+garbage soon after (a micro-batch's py4j objects, whose Java side py4j keeps while they live)
+waits for the next full collection.
 
 `stop` unfreezes: a process that embeds a mirror gets its collector back as it was.
 """
@@ -28,58 +30,40 @@ from typing import Final
 
 log = logging.getLogger("coordinator_mirror")
 
-#: how often what survived since the last freeze is collected and frozen
-FREEZE_INTERVAL_S: Final = 60.0
-#: how often the whole heap is collected (any reference cycle among frozen objects freed)
-FULL_INTERVAL_S: Final = 3600.0
+#: how often the whole heap is collected and frozen again
+INTERVAL_S: Final = 3600.0
 
 
 class DriverHeap:
     """`step` from a housekeeping loop: nothing until ``ready()``; then a full collection and a
-    freeze, survivors frozen every ``freeze_interval_s`` and the whole heap collected every
-    ``full_interval_s``."""
+    freeze, and again every ``interval_s``."""
 
-    def __init__(
-        self,
-        ready: Callable[[], bool],
-        *,
-        freeze_interval_s: float = FREEZE_INTERVAL_S,
-        full_interval_s: float = FULL_INTERVAL_S,
-    ) -> None:
+    def __init__(self, ready: Callable[[], bool], *, interval_s: float = INTERVAL_S) -> None:
         self.ready = ready
-        self.freeze_interval_s = freeze_interval_s
-        self.full_interval_s = full_interval_s
-        self._next_freeze: float | None = None
-        self._next_full = 0.0
-        #: the last step's pause, s, and what it did ("full" or "freeze")
-        self.last: tuple[str, float] | None = None
+        self.interval_s = interval_s
+        self._next: float | None = None
+        #: the last collection's pause, s
+        self.last_pause_s: float | None = None
 
-    def step(self, now: float) -> str | None:
-        """What this step did: "full", "freeze" or None (not ready, or not due)."""
-        if not self.ready():
-            return None
-        if self._next_freeze is None or now >= self._next_full:
-            kind = "full"
-            self._next_full = now + self.full_interval_s
-        elif now >= self._next_freeze:
-            kind = "freeze"
-        else:
-            return None
+    def step(self, now: float) -> bool:
+        """Whether this step collected and froze (False: not ready, or not due)."""
+        if not self.ready() or (self._next is not None and now < self._next):
+            return False
         began = time.perf_counter()
-        if kind == "full":
-            gc.unfreeze()
+        gc.unfreeze()
         gc.collect()
         gc.freeze()
-        pause = time.perf_counter() - began
-        self._next_freeze = now + self.freeze_interval_s
-        self.last = (kind, pause)
+        self.last_pause_s = time.perf_counter() - began
+        self._next = now + self.interval_s
         log.debug(
-            "driver heap: %s collection in %.3fs, %d objects frozen", kind, pause, gc.get_freeze_count()
+            "driver heap: full collection in %.3fs, %d objects frozen",
+            self.last_pause_s,
+            gc.get_freeze_count(),
         )
-        return kind
+        return True
 
     def stop(self) -> None:
         """The collector as it was: nothing frozen."""
-        if self._next_freeze is not None:
+        if self._next is not None:
             gc.unfreeze()
-            self._next_freeze = None
+            self._next = None
