@@ -4,18 +4,22 @@ The driver holds a few long-lived objects per group and partition -- the lag win
 (`streaming.health.window`), each group's offsets and owners, the served summaries: ~1.6 M objects
 the collector tracks at 100k groups x 10 partitions, ~16 per group.  None of them is ever part of a
 reference cycle, yet CPython's full collection walks every one: measured in ``bench/pipeline.py``
-(100k x 10, 500 commits/s and one 10k-group burst), three full collections in about a minute,
-1.0-1.2 s of CPU each, during which the driver holds the GIL -- a micro-batch's hand-over to the
-served store went from ~0.2 s to ~1 s whenever one fell inside it, and the HTTP API stalled as long.
+(100k x 10, 500 commits/s and one 10k-group burst): three full collections in about a minute,
+1.0-1.2 s of CPU each, during which the driver holds the GIL -- a micro-batch's hand-over to the served
+store went from ~0.2 s to ~1 s whenever one fell inside it, and the HTTP API stalled as long.
 
-So once the mirror is ready, what lives then -- the state the start built -- moves to the
-permanent generation (``gc.freeze()``, the interpreter's own tool for long-lived heaps), which
-collections do not walk.  Frozen objects are still freed by reference counting when they are
-dropped; only a reference cycle among them waits -- so every `INTERVAL_S` the heap is unfrozen,
-collected in full (one pause as long as before: once an hour, not every twenty seconds) and frozen
-again.  Freezing is kept to those moments on purpose: what is alive at a freeze and becomes cyclic
-garbage soon after (a micro-batch's py4j objects, whose Java side py4j keeps while they live)
-waits for the next full collection.
+So once the mirror is ready, what lives then moves to the permanent generation (``gc.freeze()``,
+the interpreter's own tool for long-lived heaps), which collections do not walk; and every
+`FREEZE_INTERVAL_S` the survivors since are collected and frozen too -- the lag tracker builds its
+windows after ready, from the hand-over of the start's groups, so a freeze at ready alone left
+0.96 M of them walked (measured: full collections still 0.7-1.0 s).  With the periodic freeze the
+longest full collection in the same bench was 0.36 s, with ~190k objects left to walk.
+
+Frozen objects are still freed by reference counting when they are dropped; only a reference
+cycle among them waits -- so every `FULL_INTERVAL_S` the heap is unfrozen, collected in full (one
+pause as long as before: once an hour, not every twenty seconds) and frozen again.  What waits is
+bounded by that hour: in practice a micro-batch's py4j objects caught alive by a freeze (py4j
+keeps their Java side while they live).
 
 `stop` unfreezes: a process that embeds a mirror gets its collector back as it was.
 """
@@ -30,40 +34,58 @@ from typing import Final
 
 log = logging.getLogger("coordinator_mirror")
 
-#: how often the whole heap is collected and frozen again
-INTERVAL_S: Final = 3600.0
+#: how often what survived since the last freeze is collected and frozen
+FREEZE_INTERVAL_S: Final = 60.0
+#: how often the whole heap is collected (any reference cycle among frozen objects freed)
+FULL_INTERVAL_S: Final = 3600.0
 
 
 class DriverHeap:
     """`step` from a housekeeping loop: nothing until ``ready()``; then a full collection and a
-    freeze, and again every ``interval_s``."""
+    freeze, survivors frozen every ``freeze_interval_s`` and the whole heap collected every
+    ``full_interval_s``."""
 
-    def __init__(self, ready: Callable[[], bool], *, interval_s: float = INTERVAL_S) -> None:
+    def __init__(
+        self,
+        ready: Callable[[], bool],
+        *,
+        freeze_interval_s: float = FREEZE_INTERVAL_S,
+        full_interval_s: float = FULL_INTERVAL_S,
+    ) -> None:
         self.ready = ready
-        self.interval_s = interval_s
-        self._next: float | None = None
-        #: the last collection's pause, s
-        self.last_pause_s: float | None = None
+        self.freeze_interval_s = freeze_interval_s
+        self.full_interval_s = full_interval_s
+        self._next_freeze: float | None = None
+        self._next_full = 0.0
+        #: the last step's pause, s, and what it did ("full" or "freeze")
+        self.last: tuple[str, float] | None = None
 
-    def step(self, now: float) -> bool:
-        """Whether this step collected and froze (False: not ready, or not due)."""
-        if not self.ready() or (self._next is not None and now < self._next):
-            return False
+    def step(self, now: float) -> str | None:
+        """What this step did: "full", "freeze" or None (not ready, or not due)."""
+        if not self.ready():
+            return None
+        if self._next_freeze is None or now >= self._next_full:
+            kind = "full"
+            self._next_full = now + self.full_interval_s
+        elif now >= self._next_freeze:
+            kind = "freeze"
+        else:
+            return None
         began = time.perf_counter()
-        gc.unfreeze()
+        if kind == "full":
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
-        self.last_pause_s = time.perf_counter() - began
-        self._next = now + self.interval_s
+        pause = time.perf_counter() - began
+        self._next_freeze = now + self.freeze_interval_s
+        self.last = (kind, pause)
         log.debug(
-            "driver heap: full collection in %.3fs, %d objects frozen",
-            self.last_pause_s,
-            gc.get_freeze_count(),
+            "driver heap: %s collection in %.3fs, %d objects frozen", kind, pause, gc.get_freeze_count()
         )
-        return True
+        return kind
 
     def stop(self) -> None:
         """The collector as it was: nothing frozen."""
-        if self._next is not None:
+        if self._next_freeze is not None:
             gc.unfreeze()
-            self._next = None
+            self._next_freeze = None

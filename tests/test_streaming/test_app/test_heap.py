@@ -1,6 +1,6 @@
-"""`streaming.app.heap`: the driver's long-lived objects frozen once ready, and the whole heap
-collected and frozen again every interval -- with the interpreter's real collector (each test
-leaves it unfrozen)."""
+"""`streaming.app.heap`: the driver's long-lived objects frozen once ready, survivors frozen every
+interval, the whole heap collected every full interval -- with the interpreter's real collector
+(each test leaves it unfrozen)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,19 @@ class Cycle:
         self.me = self
 
 
+def dropped_cycle() -> weakref.ref[Cycle]:
+    c = Cycle()
+    return weakref.ref(c)
+
+
 def test_nothing_happens_before_ready() -> None:
     ready = [False]
     heap = DriverHeap(lambda: ready[0])
-    assert not heap.step(0.0) and not heap.step(10_000.0)
-    assert gc.get_freeze_count() == 0 and heap.last_pause_s is None
+    assert heap.step(0.0) is None and heap.step(10_000.0) is None
+    assert gc.get_freeze_count() == 0
     ready[0] = True
-    assert heap.step(10_001.0)
-    assert heap.last_pause_s is not None and gc.get_freeze_count() > 0
+    assert heap.step(10_001.0) == "full"
+    assert heap.last is not None and heap.last[0] == "full"
 
 
 def test_what_lives_at_ready_is_frozen_and_later_garbage_is_still_collected() -> None:
@@ -47,38 +52,43 @@ def test_what_lives_at_ready_is_frozen_and_later_garbage_is_still_collected() ->
     held = [{"group": [i]} for i in range(50_000)]
     probes = {id(held[0]), id(held[-1]), id(held[-1]["group"])}
     assert probes <= {id(o) for o in gc.get_objects()}
-    heap = DriverHeap(lambda: True, interval_s=3600)
-    assert heap.step(0.0)
+    heap = DriverHeap(lambda: True, freeze_interval_s=60, full_interval_s=3600)
+    assert heap.step(0.0) == "full"
     # frozen: in no generation a collection walks
     assert not probes & {id(o) for o in gc.get_objects()}
     assert gc.get_freeze_count() >= 2 * len(held)
     # allocated after the freeze: collected as ever
-    late = weakref.ref(Cycle())
+    late = dropped_cycle()
     gc.collect()
     assert late() is None
     heap.stop()
     assert gc.get_freeze_count() == 0
 
 
-def test_a_frozen_cycle_waits_for_the_next_full_collection() -> None:
-    heap = DriverHeap(lambda: True, interval_s=3600)
+def test_survivors_are_frozen_every_interval_and_frozen_cycles_wait_for_the_full_collection() -> None:
+    heap = DriverHeap(lambda: True, freeze_interval_s=60, full_interval_s=3600)
     keep: list[Any] = [Cycle()]
     cycle = weakref.ref(keep[0])
-    assert heap.step(0.0)  # the cycle is alive: frozen
+    assert heap.step(0.0) == "full"  # the cycle is alive: frozen
+    frozen = gc.get_freeze_count()
     keep.clear()  # now garbage, but frozen
+    survivors = [[i] for i in range(20_000)]
+    assert heap.step(30.0) is None  # not due
+    assert heap.step(60.0) == "freeze"
+    assert gc.get_freeze_count() >= frozen + len(survivors)
     gc.collect()
     assert cycle() is not None  # a frozen cycle is not collected ...
-    assert not heap.step(3599.0) and cycle() is not None
-    survivors = [[i] for i in range(20_000)]
-    assert heap.step(3600.0)  # ... until the next full collection, which freezes what lives now
+    assert heap.step(120.0) == "freeze" and cycle() is not None
+    assert heap.step(3600.0) == "full"  # ... until the hourly full collection
     assert cycle() is None
-    assert {id(survivors[0]), id(survivors[-1])}.isdisjoint(id(o) for o in gc.get_objects())
-    assert not heap.step(3601.0) and heap.step(7200.0)
+    assert heap.step(3601.0) is None  # the next freeze is an interval after the full one
+    assert heap.step(3660.0) == "freeze"
 
 
 def test_the_supervisor_runs_the_heap_while_the_query_runs() -> None:
     s = load_settings(bootstrap_servers="localhost:9092", reconcile_interval_s=0)
     store = SnapshotStore()
+
     run = QueryRun(query=None)
     steps: list[float] = []
     sup = QuerySupervisor(
