@@ -1,6 +1,6 @@
 """`streaming.app.heap`: the driver's long-lived objects frozen once ready, survivors frozen every
 interval, the whole heap collected every full interval -- with the interpreter's real collector
-(each test leaves it unfrozen)."""
+(each test leaves it unfrozen).  The supervisor stepping it: test_supervisor.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,6 @@ from typing import Any
 import pytest
 
 from streaming.app.heap import DriverHeap
-from streaming.app.supervisor import QueryRun, QuerySupervisor, RestartPolicy
-from streaming.serving.store import SnapshotStore
-from streaming.settings import load_settings
-from tests.test_streaming.test_app.test_supervisor import FakeQuery
 
 
 @pytest.fixture(autouse=True)
@@ -83,28 +79,3 @@ def test_survivors_are_frozen_every_interval_and_frozen_cycles_wait_for_the_full
     assert cycle() is None
     assert heap.step(3601.0) is None  # the next freeze is an interval after the full one
     assert heap.step(3660.0) == "freeze"
-
-
-def test_the_supervisor_runs_the_heap_while_the_query_runs() -> None:
-    s = load_settings(bootstrap_servers="localhost:9092", reconcile_interval_s=0)
-    store = SnapshotStore()
-
-    run = QueryRun(query=None)
-    steps: list[float] = []
-    sup = QuerySupervisor(
-        s,
-        store,
-        run,
-        RestartPolicy(5, 60),
-        begin=lambda: None,
-        restart=FakeQuery,  # type: ignore[arg-type]
-        housekeeping=[steps.append],
-        clock=lambda: 0.0,
-    )
-    sup._next_topic_check = 1e9  # no query yet, and none begun: no chores
-    sup.step(5.0)
-    assert steps == []
-    run.query = FakeQuery()  # type: ignore[assignment]
-    sup.step(6.0)
-    sup.step(7.0)
-    assert steps == [6.0, 7.0]

@@ -159,3 +159,28 @@ def test_waiting_for_the_topic_asks_at_its_interval() -> None:
         sup.step(clock.now)
         clock.now += 1
     assert asked == [1000, 1010, 1020] and run.query is appeared
+
+
+def test_the_supervisor_runs_the_heap_while_the_query_runs() -> None:
+    s = settings()
+    store = SnapshotStore()
+
+    run = QueryRun(query=None)
+    steps: list[float] = []
+    sup = QuerySupervisor(
+        s,
+        store,
+        run,
+        RestartPolicy(5, 60),
+        begin=lambda: None,
+        restart=FakeQuery,  # type: ignore[arg-type]
+        housekeeping=[steps.append],
+        clock=lambda: 0.0,
+    )
+    sup._next_topic_check = 1e9  # no query yet, and none begun: no chores
+    sup.step(5.0)
+    assert steps == []
+    run.query = FakeQuery()  # type: ignore[assignment]
+    sup.step(6.0)
+    sup.step(7.0)
+    assert steps == [6.0, 7.0]
