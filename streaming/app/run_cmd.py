@@ -180,15 +180,15 @@ def serve(
             if mirror.fatal is not None:
                 report(mirror.fatal.message)
                 return mirror.fatal.exit_code
-            r = mirror.store.readiness
+            r = mirror.status.view()
             if r.ready and not announced:
                 log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))
                 announced = True
             elif not r.ready and time.monotonic() - last_report > 5:
                 log.info(
                     "catching up: %.1f%% of the end offsets reached, %d records behind",
-                    100 * r.progress(),
-                    sum(r.behind().values()),
+                    100 * r.progress,
+                    sum(r.behind.values()),
                 )
                 last_report = time.monotonic()
         return 0

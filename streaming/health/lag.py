@@ -301,13 +301,17 @@ class LagTracker:
         #: partitions whose end or sampled ends changed; everything (topic names changed)
         self._changed: set[TopicPartition] = set()
         self._all_changed = True
-        #: more topic-partitions whose log offsets to read each round (issue 26: the share
-        #: groups' share-partitions, `streaming.serving.share.ShareStateStore.wanted`)
-        self.also_wanted: list[Callable[[], set[TopicPartition]]] = []
+        #: more topic-partitions whose log offsets to read each round (`add_wanted`)
+        self._also_wanted: list[Callable[[], set[TopicPartition]]] = []
         #: the topic-partition tuples the groups' views and Burrow's windows share
         self.keys = KeyTable()
 
     # -- inputs --------------------------------------------------------------------------------
+    def add_wanted(self, more: Callable[[], set[TopicPartition]]) -> None:
+        """Register more topic-partitions whose log offsets each round reads (the share groups'
+        share-partitions: `streaming.pipeline.share_state.wanted_by`)."""
+        self._also_wanted.append(more)
+
     def apply_groups(
         self, changed: Iterable[tuple[str, Group | None]]
     ) -> list[tuple[str, GroupOffsets | None]]:
@@ -347,7 +351,7 @@ class LagTracker:
                 out.add((names.get(t, t), p))
             for t, p in v.owners:
                 out.add((names.get(t, t), p))
-        for more in self.also_wanted:
+        for more in self._also_wanted:
             out |= more()
         known = set(names.values())
         return {(t, p) for t, p in out if not (is_kafka_uuid(t) and t not in known)}

@@ -27,6 +27,7 @@ from streaming.pipeline.backfill import Backfill, has_seed, seed_source, startin
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.sinks import OBSERVATION, MirrorSink
 from streaming.pipeline.source import read_source
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
@@ -58,6 +59,7 @@ class MirrorQuery:
         spark: SparkSession,
         settings: Settings,
         store: SnapshotStore,
+        status: MirrorStatus,
         config: OffsetConfig,
         *,
         on_batch: Sequence[BatchHook] = (),
@@ -67,6 +69,7 @@ class MirrorQuery:
         self.spark = spark
         self.settings = settings
         self.store = store
+        self.status = status
         self.config = config
         self.on_batch = list(on_batch)
         #: told of every new sink (driver events made before it existed are written then)
@@ -99,8 +102,8 @@ class MirrorQuery:
         raw = read_source(
             self.spark,
             s,
-            sorted(self.store.readiness.targets) or None,
-            fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
+            sorted(self.status.targets()) or None,
+            fail_on_data_loss=not self.status.drift_suspected("log_start"),
             starting_offsets=starting,
         )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
@@ -132,7 +135,9 @@ class MirrorQuery:
         )
 
     def _new_sink(self) -> MirrorSink:
-        sink = self.sink = MirrorSink(self.settings, self.store, self.spark, on_observed=self.on_observed)
+        sink = self.sink = MirrorSink(
+            self.settings, self.store, self.status, self.spark, on_observed=self.on_observed
+        )
         sink.on_batch.extend(self.on_batch)
         if self.on_sink is not None:
             self.on_sink(sink)

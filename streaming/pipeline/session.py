@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -380,3 +380,92 @@ def warm_in_background(spark: SparkSession) -> threading.Thread:
     thread = threading.Thread(target=warm, name="mirror-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+class SessionPart:
+    """The mirror's Spark session as a part of its lifecycle.  Made on the ``mirror-session``
+    thread, so that what comes after it in the start order runs meanwhile (the driver's Kafka
+    client and its backfill read overlap the Spark JVM's start); `get` waits for it and raises what
+    its start raised.  Given a session (tests, an embedding process): that one, never stopped here.
+
+    Once up: the plugin jars added, and -- unless ``warm`` says the first batch comes after ready
+    anyway (the driver folds the backfill) -- the Python workers warmed on ``mirror-warm-up``
+    (`wait_warm` before the query's first start)."""
+
+    name = "spark"
+
+    def __init__(
+        self,
+        settings: Settings,
+        java_options: Sequence[str],
+        spark: SparkSession | None = None,
+        *,
+        warm: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.settings = settings
+        self.java_options = list(java_options)
+        self.owned = spark is None
+        self._spark = spark
+        self.warm = warm
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._warming: threading.Thread | None = None
+        self._up = threading.Event()
+        self._stopped = False
+
+    def start(self) -> None:
+        if self._thread is not None or self._up.is_set():
+            return
+        if self._spark is not None:
+            self._spark.conf.set("spark.sql.shuffle.partitions", str(self.settings.shuffle_partitions))
+            self._ready(self._spark)
+            return
+        self._thread = threading.Thread(target=self._make, name="mirror-session", daemon=True)
+        self._thread.start()
+
+    def _make(self) -> None:
+        try:
+            began = time.monotonic()
+            spark = mirror_session(self.settings, self.java_options)
+            log.info("Spark session up in %.1fs", time.monotonic() - began)
+            self._spark = spark
+            self._ready(spark)
+        except BaseException as exc:  # raised by get(), in the thread that needs the session
+            self._error = exc
+            self._up.set()
+
+    def _ready(self, spark: SparkSession) -> None:
+        try:
+            add_plugin_jars(spark, self.settings.kafka_plugin_jars)
+            if self.warm():
+                self._warming = warm_in_background(spark)
+        finally:
+            self._up.set()
+
+    def get(self) -> SparkSession:
+        """The session, once up (raises what its start raised)."""
+        if self._thread is None and not self._up.is_set():
+            raise RuntimeError("the Spark session part was not started")
+        self._up.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._spark is not None
+        return self._spark
+
+    @property
+    def session(self) -> SparkSession | None:
+        """The session if it is up (None: not yet, or it failed)."""
+        return self._spark if self._up.is_set() else None
+
+    def wait_warm(self, timeout_s: float) -> None:
+        """The Python workers' warm-up, if one runs (the query's first batch is faster warm)."""
+        if self._warming is not None:
+            self._warming.join(timeout_s)
+
+    def stop(self) -> None:
+        """The session, if this part made it -- after its start ended (a stop during the start)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self.owned and self._spark is not None and not self._stopped:
+            self._stopped = True
+            self._spark.stop()

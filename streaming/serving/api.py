@@ -52,6 +52,7 @@ from uvicorn.server import Server
 
 from streaming.serving.insights import with_commit_rate
 from streaming.serving.render import resolve_topic_ids
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
@@ -187,6 +188,8 @@ class ApiContext:
     """What the endpoints read: the store and the mirror's callbacks."""
 
     store: SnapshotStore
+    #: the mirror's own status (readiness, source, query, parts): ``/ready``
+    status: MirrorStatus = field(default_factory=MirrorStatus)
     metrics: Callable[[], tuple[bytes, str]] | None = None
     health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
     openmetrics: Callable[[], tuple[bytes, str]] | None = None
@@ -195,6 +198,8 @@ class ApiContext:
     lag_route: Callable[[str], tuple[int, Any] | None] | None = None
     #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
     topic_names: Callable[[], Mapping[str, str]] | None = None
+    #: a share group's delivery state (`streaming.serving.share.share_view`), None: not read
+    share_state: Callable[[str], dict[str, Any] | None] | None = None
 
 
 def _ctx(request: Request) -> ApiContext:
@@ -269,7 +274,7 @@ def _group(request: Request) -> Response:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
     if ctx.topic_names is not None:
         snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
-    share_state = ctx.store.share_state(group_id) if ctx.store.share_state is not None else None
+    share_state = ctx.share_state(group_id) if ctx.share_state is not None else None
     if share_state is not None:  # a share group's delivery state (`streaming.serving.share`)
         snapshot = {**snapshot, "share_state": share_state}
     return _json(request, 200, with_commit_rate(with_iso_times(snapshot)))
@@ -304,29 +309,31 @@ def _lag(request: Request) -> Response:
     return _json(request, *routed)
 
 
-def ready_body(store: SnapshotStore) -> tuple[bool, dict[str, Any]]:
+def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
-    "query restarting: ..." or "catching up"."""
-    r, status = store.readiness, store.status
-    body = r.to_json()
+    "query restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
+    query (the share-state query), reported and never gating readiness."""
+    view = status.view()
+    body = status.readiness_json()
     reason = None
-    if status.waiting_reason:
-        reason = status.waiting_reason
-    elif not status.source_up:
-        reason = f"source unavailable: {status.source_error}"
-    elif store.failure:
-        reason = f"query restarting: {store.failure}"
-    elif not r.ready:
+    if view.waiting_reason:
+        reason = view.waiting_reason
+    elif not view.source_up:
+        reason = f"source unavailable: {view.source_error}"
+    elif view.failure:
+        reason = f"query restarting: {view.failure}"
+    elif not body["ready"]:
         reason = "catching up"
     body["ready"] = reason is None
     body["reason"] = reason
-    body["source_up"] = status.source_up
+    body["source_up"] = view.source_up
+    body["parts"] = {name: health.to_json() for name, health in sorted(view.parts.items())}
     return reason is None, body
 
 
 def _ready(request: Request) -> Response:
-    ok, body = ready_body(_ctx(request).store)
+    ok, body = ready_body(_ctx(request).status)
     return _json(request, 200 if ok else 503, body)
 
 
@@ -336,7 +343,7 @@ def _healthz(request: Request) -> Response:
 
 
 def _errors(request: Request) -> Response:
-    return _json(request, 200, {"errors": list(_ctx(request).store.errors)})
+    return _json(request, 200, {"errors": _ctx(request).store.errors_list()})
 
 
 def _metrics(request: Request) -> Response:
@@ -361,7 +368,7 @@ def _burrow_admin(request: Request) -> Response:
 
 def _burrow_ready(request: Request) -> Response:
     """Burrow's readiness path: ``READY`` when ``/ready`` is 200, else 503 ``STARTING``."""
-    ok, _ = ready_body(_ctx(request).store)
+    ok, _ = ready_body(_ctx(request).status)
     return _send(request, 200 if ok else 503, b"READY" if ok else b"STARTING", "text/plain; charset=utf-8")
 
 
@@ -521,6 +528,8 @@ class MirrorHTTPServer:
         metrics: Callable[[], tuple[bytes, str]] | None = None,
         health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         *,
+        status: MirrorStatus | None = None,
+        share_state: Callable[[str], dict[str, Any] | None] | None = None,
         openmetrics: Callable[[], tuple[bytes, str]] | None = None,
         lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
         topic_names: Callable[[], Mapping[str, str]] | None = None,
@@ -534,7 +543,18 @@ class MirrorHTTPServer:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
-        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
+        ctx = ApiContext(
+            store,
+            status if status is not None else MirrorStatus(),
+            metrics,
+            health or (lambda: (True, {})),
+            openmetrics,
+            lag_route,
+            topic_names,
+            share_state,
+        )
+        #: what ``/ready`` reads (the mirror's own, or one of the server's when none is given)
+        self.status = ctx.status
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)

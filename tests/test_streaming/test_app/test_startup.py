@@ -4,7 +4,7 @@ leaves behind when the driver folded the backfill (`streaming.app.backfill`)."""
 from __future__ import annotations
 
 from streaming.app.startup import Beginning
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 from streaming.settings import load_settings
 
 
@@ -19,35 +19,34 @@ class FakeCluster:
         return dict.fromkeys(self.ends, 0), dict(self.ends)
 
 
-def _begin(ends_now: dict[int, int], seeded: dict[int, int] | None) -> tuple[SnapshotStore, list[str]]:
-    store = SnapshotStore()
+def _begin(ends_now: dict[int, int], seeded: dict[int, int] | None) -> tuple[MirrorStatus, list[str]]:
+    status = MirrorStatus()
     calls: list[str] = []
     beginning = Beginning(
         load_settings(bootstrap_servers="127.0.0.1:9"),
-        store,
+        status,
         FakeCluster(ends_now),  # type: ignore[arg-type]
         recover=lambda: calls.append("recover") or 0,  # type: ignore[func-returns-value]
         start_query=lambda: calls.append("start") or "query",  # type: ignore[func-returns-value,return-value]
         hand_over_backfill=lambda: calls.append("hand over") or seeded,  # type: ignore[func-returns-value]
     )
     assert beginning.try_begin() == "query"
-    return store, calls
+    return status, calls
 
 
 def test_a_seeded_start_is_ready_at_the_ends_its_read_saw() -> None:
     """Commits arrived between the driver's read and the readiness targets (a busy cluster): the
     start catches up with the ends the read saw -- ready as the query starts, not after its
     first batch; the targets of partitions the read reached further stay."""
-    store, calls = _begin({0: 100, 1: 50, 2: 7}, {0: 90, 1: 50, 2: 9})
+    status, calls = _begin({0: 100, 1: 50, 2: 7}, {0: 90, 1: 50, 2: 9})
     assert calls == ["recover", "hand over", "start"]
-    r = store.readiness
-    assert r.ready and r.targets == {0: 90, 1: 50, 2: 7}
-    assert r.positions == {0: 90, 1: 50, 2: 9}
+    assert status.ready and status.targets() == {0: 90, 1: 50, 2: 7}
+    assert status.positions() == {0: 90, 1: 50, 2: 9}
 
 
 def test_without_a_seed_the_query_catches_up() -> None:
-    store, calls = _begin({0: 100}, None)
+    status, calls = _begin({0: 100}, None)
     assert calls == ["recover", "hand over", "start"]
-    assert not store.readiness.ready and store.readiness.targets == {0: 100}
-    store.readiness.update({0: 100})
-    assert store.readiness.ready
+    assert not status.ready and status.targets() == {0: 100}
+    status.advance({0: 100})
+    assert status.ready

@@ -14,6 +14,7 @@ import pytest
 
 from lab.synthetic import RENDERER
 from streaming.serving.api import MirrorHTTPServer
+from streaming.serving.status import Readiness
 from streaming.serving.store import SnapshotStore
 from tests.support.http import state_bytes
 
@@ -72,10 +73,11 @@ def test_groups_listing_detail_and_percent_encoded_ids(server: Any) -> None:
 
 def test_ready_health_errors_metrics_and_unknown_routes(server: Any) -> None:
     srv, store, health = server
-    store.readiness.targets = {0: 10, 1: 5}
+    mirror_status = srv.status
+    mirror_status.set_targets({}, {0: 10, 1: 5})
     status, _, body = _get(f"{srv.url}/ready")
     assert status == 503 and json.loads(body)["records_behind"] == 15
-    store.readiness.update({0: 10, 1: 5})
+    mirror_status.advance({0: 10, 1: 5})
     status, _, body = _get(f"{srv.url}/ready")
     assert status == 200 and json.loads(body)["ready"] is True
     assert _get(f"{srv.url}/healthz")[0] == 200
@@ -94,8 +96,7 @@ def test_ready_health_errors_metrics_and_unknown_routes(server: Any) -> None:
 def test_readiness_progress_counts_positions_not_records() -> None:
     """Compaction gaps and transaction markers: the target is a log position, so a partition whose
     last positions hold no visible record still reaches it when the reader's position does."""
-    store = SnapshotStore()
-    r = store.readiness
+    r = Readiness()
     r.starts, r.targets = {0: 100, 1: 0}, {0: 200, 1: 50}
     r.update({0: 150})
     assert r.progress() == pytest.approx(50 / 150) and not r.ready

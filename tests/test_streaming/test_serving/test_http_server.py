@@ -30,6 +30,7 @@ from lab.synthetic import settings as mirror_settings
 from state import codec
 from streaming.serving.api import OPENAPI_PATH, Credentials, MirrorHTTPServer, routes
 from streaming.serving.burrow import lag_route
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from tests.support.http import request, state_bytes
 
@@ -56,9 +57,14 @@ def _store() -> SnapshotStore:
             for g in WEIRD_IDS
         ],
     )
-    store.readiness.targets = {0: 1}
-    store.readiness.update({0: 1})
     return store
+
+
+def _ready() -> MirrorStatus:
+    status = MirrorStatus()
+    status.set_targets({}, {0: 1})
+    status.advance({0: 1})
+    return status
 
 
 def _metrics() -> tuple[bytes, str]:
@@ -71,7 +77,7 @@ def server() -> Iterator[MirrorHTTPServer]:
     feed_lag(mirror, (codec.decode(blob) for _, blob in mirror.store.states()))
     lag, burrow = tracker_of(mirror)
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
-    srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, metrics=_metrics, request_timeout_s=1.0,
+    srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, status=_ready(), metrics=_metrics, request_timeout_s=1.0,
                            idle_timeout_s=1.0,
                            lag_route=lambda path: lag_route(lag, burrow, path, now_ms()),
                            ).start()  # fmt: skip
@@ -160,10 +166,10 @@ def test_burrow_offsets_carry_observed_at(server: MirrorHTTPServer) -> None:
 
 
 def test_burrow_ready_is_503_while_catching_up() -> None:
-    store = SnapshotStore(renderer=RENDERER)
-    store.readiness.targets = {0: 10}
-    store.readiness.update({0: 1})
-    srv = MirrorHTTPServer(("127.0.0.1", 0), store).start()
+    status = MirrorStatus()
+    status.set_targets({}, {0: 10})
+    status.advance({0: 1})
+    srv = MirrorHTTPServer(("127.0.0.1", 0), SnapshotStore(renderer=RENDERER), status=status).start()
     try:
         assert request(f"{srv.url}/burrow/admin/ready")[::2] == (503, b"STARTING")
         assert request(f"{srv.url}/burrow/admin")[::2] == (200, b"GOOD")
@@ -319,7 +325,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_tls(tls: Any) -> None:
     pki, pair = tls
-    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), tls_cert_file=pair.cert_pem,
+    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), status=_ready(), tls_cert_file=pair.cert_pem,
                            tls_key_file=pair.key_pem).start()  # fmt: skip
     try:
         assert srv.url.startswith("https://")
@@ -347,7 +353,7 @@ def test_authentication(tmp_path: Path, scheme: str, open_probes: bool) -> None:
 
         good = "Basic " + base64.b64encode(b"ops:0ps-pass").decode()
         bad = "Basic " + base64.b64encode(b"ops:nope").decode()
-    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), metrics=_metrics, credentials=creds,
+    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), status=_ready(), metrics=_metrics, credentials=creds,
                            open_probes=open_probes).start()  # fmt: skip
     try:
         for path in ("/groups", "/groups/team%2Forders", "/metrics", "/errors", "/openapi.yaml", "/"):
@@ -389,7 +395,7 @@ def test_large_bodies_arrive_whole() -> None:
     from streaming.serving.api import STREAM_CHUNK_BYTES
 
     body = bytes(range(256)) * (3 * STREAM_CHUNK_BYTES // 256 + 7)
-    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), metrics=lambda: (body, "text/plain")).start()
+    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), status=_ready(), metrics=lambda: (body, "text/plain")).start()
     try:
         status, headers, got = request(f"{srv.url}/metrics")
         assert status == 200 and got == body and int(headers["Content-Length"]) == len(body)

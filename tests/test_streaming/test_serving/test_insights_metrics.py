@@ -103,7 +103,7 @@ def test_the_rebalance_histogram_from_timed_events() -> None:
         ),
     ]
     m = exporter(settings())
-    m.store.add_tallies(batch_tallies([event_tally(e) for e in events], []))
+    m.status.add_tallies(batch_tallies([event_tally(e) for e in events], []))
     s = parse(exposition(m)[0])
     name = "coordinator_mirror_rebalance_duration_seconds"
     assert value(s, f"{name}_count", kind="classic", phase="CompletingRebalance") == 2

@@ -134,9 +134,8 @@ def mixed() -> MirrorMetrics:
     )
     add_progress(m, 0, 100, 1500, addBatch=1200, queryPlanning=100)
     add_progress(m, 1, 20, 300, addBatch=200)
-    m.store.readiness.targets = {0: 100, 1: 50}
-    m.store.readiness.latest = {0: 110, 1: 50}
-    m.store.readiness.update({0: 90, 1: 50})
+    m.status.set_targets({}, {0: 100, 1: 50})
+    m.status.advance({0: 90, 1: 50}, {0: 110, 1: 50})
     return m
 
 
@@ -495,7 +494,7 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
         )
     )
     m = exporter(settings())
-    MirrorSink(settings(), m.store, None)._apply(7, rows)  # type: ignore[arg-type]
+    MirrorSink(settings(), m.store, m.status, None)._apply(7, rows)  # type: ignore[arg-type]
     s = parse(exposition(m)[0])
     assert value(s, "coordinator_mirror_events_total", type="rebalance_completed") == 2
     assert value(s, "coordinator_mirror_events_total", type="member_joined") == 2
