@@ -551,7 +551,8 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
         ),
         _rule(
             "CoordinatorMirrorShareStateQueryFailing",
-            f"(\n  sum by (cluster_name) (increase({share_failures}[{t.restart_window}])) > {_num(t.restarts)}\n"
+            f"(\n  sum by (cluster_name) (increase({share_failures}[{t.restart_window}]))"
+            f" > {_num(t.restarts)}\n"
             f'  or max by (cluster_name) ({share_state}{{state="failed"}}) == 1\n)\n'
             f'unless on (cluster_name) max by (cluster_name) ({share_state}{{state="not_authorized"}}) == 1',
             "0m",

@@ -144,7 +144,9 @@ def test_unknown_log_starts_are_not_fatal() -> None:
 
 
 def test_another_clusters_checkpoint_is_refused() -> None:
-    claim, _status, _events = claim_with(FakeFiles({"format": 1, "cluster_id": "c-other"}), FakeCluster("c-1"))
+    claim, _status, _events = claim_with(
+        FakeFiles({"format": 1, "cluster_id": "c-other"}), FakeCluster("c-1")
+    )
     with pytest.raises(StartupError, match="belongs to Kafka cluster c-other") as err:
         claim.claim()
     assert err.value.exit_code == EXIT_CONFIG

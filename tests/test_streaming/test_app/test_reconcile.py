@@ -86,7 +86,7 @@ def test_a_group_that_comes_back_between_rounds_is_not_a_mismatch() -> None:
 
 
 def test_a_mismatch_is_reported_once() -> None:
-    r, cluster, store, sink = setup({"a"})
+    r, cluster, _store, sink = setup({"a"})
     cluster.groups = {"a", "x"}
     for _ in range(4):
         assert r.round()

@@ -166,7 +166,7 @@ class FakeSide:
     name = "share_state"
 
     def __init__(self) -> None:
-        self.wait: str | None | Exception = None
+        self.wait: str | Exception | None = None
         self.started: list[FakeQuery] = []
         self.ended: list[FakeQuery] = []
         self.begin_error: Exception | None = None

@@ -77,7 +77,8 @@ def server() -> Iterator[MirrorHTTPServer]:
     feed_lag(mirror, (codec.decode(blob) for _, blob in mirror.store.states()))
     lag, burrow = tracker_of(mirror)
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
-    srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, status=_ready(), metrics=_metrics, request_timeout_s=1.0,
+    srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, status=_ready(), metrics=_metrics,
+                           request_timeout_s=1.0,
                            idle_timeout_s=1.0,
                            lag_route=lambda path: lag_route(lag, burrow, path, now_ms()),
                            ).start()  # fmt: skip
@@ -395,7 +396,9 @@ def test_large_bodies_arrive_whole() -> None:
     from streaming.serving.api import STREAM_CHUNK_BYTES
 
     body = bytes(range(256)) * (3 * STREAM_CHUNK_BYTES // 256 + 7)
-    srv = MirrorHTTPServer(("127.0.0.1", 0), _store(), status=_ready(), metrics=lambda: (body, "text/plain")).start()
+    srv = MirrorHTTPServer(
+        ("127.0.0.1", 0), _store(), status=_ready(), metrics=lambda: (body, "text/plain")
+    ).start()
     try:
         status, headers, got = request(f"{srv.url}/metrics")
         assert status == 200 and got == body and int(headers["Content-Length"]) == len(body)
