@@ -206,6 +206,10 @@ class SideQuery(Protocol):
         """Stop it, between two of its batches."""
         ...
 
+    def describe(self) -> str:
+        """A few words for the log line of its start (its topic, its partitions)."""
+        ...
+
 
 class SideQuerySupervisor(Worker):
     """The ``mirror-<name>`` thread: starts a side query when it can, restarts it after a failure

@@ -292,9 +292,11 @@ class ShareStateQuery:
             self._recovered = True
             if n:
                 log.info("recovered %d share groups from %s", n, checkpoint_of(s))
-        query = start_query(spark, s, ShareSink(self.store, self.errors_to), self._partitions)
-        log.info("share-state query started (%s, %d partitions)", TOPIC, len(self._partitions))
-        return query
+        return start_query(spark, s, ShareSink(self.store, self.errors_to), self._partitions)
+
+    def describe(self) -> str:
+        """What the supervisor's "started" line says of it."""
+        return f"{TOPIC}, {len(self._partitions)} partitions"
 
     def end(self, query: StreamingQuery) -> None:
         # between two batches, and Spark's lines about stopping (a job group with no active job to

@@ -221,6 +221,10 @@ class MirrorStatus:
         with self._lock:
             return dict(self._readiness.targets)
 
+    def starts(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._readiness.starts)
+
     def positions(self) -> dict[int, int]:
         with self._lock:
             return dict(self._readiness.positions)

@@ -102,7 +102,7 @@ def test_sixty_seconds_without_the_broker(spark: Any, mirrors: Any, own_kafka: A
         health_codes.add(get(f"{base}/healthz")[0])
         source_up_values.add(metric(_metrics(base), "coordinator_mirror_source_up"))
         time.sleep(1.0)
-    failures_during = mirror.store.status.query_restarts, mirror.store.failure
+    failures_during = mirror.status.query_restarts, mirror.status.failure
     own_kafka.restart()
     back_at = time.monotonic()
     print(
@@ -129,7 +129,7 @@ def test_sixty_seconds_without_the_broker(spark: Any, mirrors: Any, own_kafka: A
         time.sleep(1.0)
     print(
         f"caught up {time.monotonic() - back_at:.0f}s after the broker came back; "
-        f"query restarts {mirror.store.status.query_restarts}"
+        f"query restarts {mirror.status.query_restarts}"
     )
     assert metric(_metrics(base), "coordinator_mirror_source_up") == 1
     mirror.wait_batches(1, 300)

@@ -209,16 +209,16 @@ def test_the_mirror_goes_live(
 
     def live_and_reconciled(m: Any) -> bool:
         return bool(
-            m.store.readiness.ready
-            and m.store.last_batch.batch_id >= 1
-            and m.store.status.reconcile_rounds.get("ok")
+            m.status.ready
+            and m.status.last_batch.batch_id >= 1
+            and m.status.view().reconcile_rounds.get("ok")
         )
 
     code, mirror = _serve_until(settings, spark, live_and_reconciled)
     assert code == 0
-    assert mirror is not None and live_and_reconciled(mirror), mirror.store.status.reconcile_rounds
+    assert mirror is not None and live_and_reconciled(mirror), mirror.status.view().reconcile_rounds
     assert len(mirror.store) > 10
-    assert not mirror.store.status.mismatches.get("missing_in_coordinator")
+    assert not mirror.status.view().mismatches.get("missing_in_coordinator")
 
 
 #: AWS MSK IAM as its README gives it (aws-msk-iam-auth): the options a user sets for an MSK cluster

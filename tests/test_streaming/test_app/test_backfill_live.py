@@ -84,14 +84,14 @@ def test_the_driver_fold_and_the_query_fold_agree(pair: Any, scenarios: dict[str
     # the driver's mirror was seeded: its checkpoint holds the seed, its first batch stored it
     assert (work / "driver" / "checkpoint" / "seed" / "seed.parquet").is_file()
     assert not (work / "query" / "checkpoint" / "seed").exists()
-    assert driver.store.last_batch.batch_id >= 0
+    assert driver.status.last_batch.batch_id >= 0
     mine, theirs = _converged(driver, query)
     assert mine == theirs
     names = {gid for result in scenarios.values() for gid in result.groups}
     assert len(names & mine.keys()) >= len(scenarios) - 3  # every live scenario group
     assert get(f"{driver.http.url}/errors")[1] == get(f"{query.http.url}/errors")[1]
     assert driver.observed == query.observed and driver.observed["records"] > 100
-    assert driver.store.tallies_snapshot() == query.store.tallies_snapshot()
+    assert driver.status.tallies() == query.status.tallies()
     assert _events(work / "driver" / "events") == _events(work / "query" / "events")
     assert (work / "driver" / "events" / "events-backfill.jsonl").is_file()
 
@@ -107,7 +107,7 @@ def test_a_restart_resumes_the_seeded_checkpoint(pair: Any, mirrors: Any, kafka:
     before = _groups(driver)
     offsets = {(o["topic"], o["partition"]): o["offset"] for o in before[group]["offsets"]}
     assert sorted(offsets.values()) == [3, 4]
-    positions = dict(driver.store.readiness.positions)
+    positions = driver.status.positions()
     driver.stop()
     again = mirrors.start(live_settings(kafka.bootstrap, work / "driver", backfill="driver"))
     assert again.recovered_groups == len(before)

@@ -239,8 +239,8 @@ def test_restart_resumes_from_the_checkpoint(mirror: Any, mirrors: Any, kafka: A
         g["group_id"]: get(group_url(mirror, g["group_id"]))[1]
         for g in get(f"{mirror.http.url}/groups")[1]["groups"]
     }
-    positions = dict(mirror.store.readiness.positions)
-    last_batch = mirror.store.last_batch.batch_id
+    positions = mirror.status.positions()
+    last_batch = mirror.status.last_batch.batch_id
     mirror.stop()
     again = mirrors.start(mirror_settings(kafka, workdir))
     # the driver store is rebuilt from the checkpointed state before any new batch ran

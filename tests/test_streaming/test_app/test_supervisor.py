@@ -186,6 +186,9 @@ class FakeSide:
     def end(self, query: Any) -> None:
         self.ended.append(query)
 
+    def describe(self) -> str:
+        return "fake"
+
 
 def side_supervised() -> tuple[SideQuerySupervisor, FakeSide, MirrorStatus, Clock]:
     side, status, clock = FakeSide(), MirrorStatus(), Clock()

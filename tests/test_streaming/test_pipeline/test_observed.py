@@ -15,7 +15,7 @@ import pytest
 pytestmark = [pytest.mark.spark]
 
 
-def _sink(tmp_path: Path, store: Any, spark: Any, got: list[dict[str, int]]) -> Any:
+def _sink(tmp_path: Path, store: Any, status: Any, spark: Any, got: list[dict[str, int]]) -> Any:
     from streaming.pipeline.sinks import MirrorSink
     from streaming.settings import load_settings
 
@@ -23,7 +23,7 @@ def _sink(tmp_path: Path, store: Any, spark: Any, got: list[dict[str, int]]) -> 
     settings = load_settings(
         source="capture", capture_path=tmp_path / "none.jsonl", checkpoint_location=str(tmp_path / "ck")
     )
-    return MirrorSink(settings, store, spark, on_observed=got.append)
+    return MirrorSink(settings, store, status, spark, on_observed=got.append)
 
 
 def _run(spark: Any, source: Path, checkpoint: Path, sink: Any, name: str | None = None) -> Any:
@@ -59,15 +59,16 @@ def _uncommit(checkpoint: Path, batch_id: int) -> None:
 
 
 def test_each_batch_counts_once_with_its_rows_also_when_run_again(spark: Any, tmp_path: Path) -> None:
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
 
     source = tmp_path / "in"
     source.mkdir()
     (source / "a.json").write_text('{"g": "a", "bad": 1}\n{"g": "b", "bad": 0}\n{"g": "c", "bad": 1}\n')
     (source / "b.json").write_text('{"g": "d", "bad": 0}\n')
-    store, got = SnapshotStore(), []
+    store, status, got = SnapshotStore(), MirrorStatus(), []
     checkpoint = tmp_path / "ck"
-    q = _run(spark, source, checkpoint, _sink(tmp_path, store, spark, got))
+    q = _run(spark, source, checkpoint, _sink(tmp_path, store, status, spark, got))
     # zero counts are left out (as the run status adds nothing for them)
     assert got == [{"records": 3, "errors": 2}, {"records": 1}]
     # what the progress says agrees (the follower no longer adds it: it would count twice)
@@ -75,26 +76,27 @@ def test_each_batch_counts_once_with_its_rows_also_when_run_again(spark: Any, tm
         p.batchId: p.observedMetrics["decode"].asDict() for p in q.recentProgress if p.observedMetrics
     }
     assert by_batch[0] == {"records": 3, "errors": 2, "unknown": 0}
-    assert store.counted_batch == 1
+    assert status.counted_batch == 1
 
     # batch 1 run again, as after a restart from the checkpoint before its commit: applied, not counted
     _uncommit(checkpoint, 1)
-    q2 = _run(spark, source, checkpoint, _sink(tmp_path, store, spark, got))
+    q2 = _run(spark, source, checkpoint, _sink(tmp_path, store, status, spark, got))
     assert [p.batchId for p in q2.recentProgress if p.observedMetrics] == [1]  # it did run again
     assert got == [{"records": 3, "errors": 2}, {"records": 1}]
 
     # a new sink on a fresh store (a new process) counts what it applies
     _uncommit(checkpoint, 1)
     fresh: list[dict[str, int]] = []
-    _run(spark, source, checkpoint, _sink(tmp_path, SnapshotStore(), spark, fresh))
+    _run(spark, source, checkpoint, _sink(tmp_path, SnapshotStore(), MirrorStatus(), spark, fresh))
     assert fresh == [{"records": 1}]
 
 
 def test_a_sink_called_outside_a_query_reads_no_counts(spark: Any, tmp_path: Path) -> None:
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
 
     got: list[dict[str, int]] = []
-    sink = _sink(tmp_path, SnapshotStore(), spark, got)
+    sink = _sink(tmp_path, SnapshotStore(), MirrorStatus(), spark, got)
     df = spark.range(2).selectExpr("'deleted' AS kind", "CAST(id AS STRING) AS group_id")
     sink(df, 0)
     assert got == [] and sink.observed_counts(0) is None
@@ -103,15 +105,16 @@ def test_a_sink_called_outside_a_query_reads_no_counts(spark: Any, tmp_path: Pat
 def test_a_query_without_the_counts_logs_once_and_its_batches_go_on(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
 
     source = tmp_path / "in"
     source.mkdir()
     (source / "a.json").write_text('{"g": "a", "bad": 1}\n')
     (source / "b.json").write_text('{"g": "b", "bad": 0}\n')
-    store, got = SnapshotStore(), []
+    store, status, got = SnapshotStore(), MirrorStatus(), []
     with caplog.at_level("WARNING", logger="coordinator_mirror.sink"):
-        _run(spark, source, tmp_path / "ck", _sink(tmp_path, store, spark, got), name="other")
-    assert got == [] and store.counted_batch == 1  # both batches applied, no counts
+        _run(spark, source, tmp_path / "ck", _sink(tmp_path, store, status, spark, got), name="other")
+    assert got == [] and status.counted_batch == 1  # both batches applied, no counts
     lines = [r.getMessage() for r in caplog.records if "observed decode counts" in r.getMessage()]
     assert len(lines) == 1 and "no 'decode' metrics" in lines[0], lines  # the first failure only
