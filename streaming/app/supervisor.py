@@ -244,6 +244,11 @@ class SideQuerySupervisor(Worker):
     def work(self) -> bool:
         return self.step(self.clock())
 
+    def running(self) -> bool:
+        """Whether the side query runs now."""
+        q = self.query
+        return q is not None and bool(q.isActive)
+
     def step(self, now: float) -> bool:
         q = self.query
         if q is not None and q.isActive:
