@@ -123,3 +123,30 @@ def test_the_import_reader_sees_what_the_rules_forbid() -> None:
         "tests.test_live.test_lag_live",
         "tests.test_streaming.test_pipeline.test_adapter",
     ]
+
+
+def test_the_products_runtime_dependencies_are_what_it_imports() -> None:
+    """pyproject's ``dependencies`` name exactly the distributions the product's modules import (the
+    lab and the tests declare their own): nothing the wheel drags along unused, nothing it needs
+    that only a test environment happens to have."""
+    import importlib.metadata
+    import re
+    import sys
+    import tomllib
+
+    product = ("decoders", "state", "streaming", "dashboards", "helm")
+    imported_names: set[str] = set()
+    for root in product:
+        for path in _modules(REPO / root):
+            imported_names |= {name.split(".")[0] for _, name in imported(path)}
+    third_party = {
+        n for n in imported_names if n not in sys.stdlib_module_names and n not in {*product, "__future__"}
+    }
+    by_import = importlib.metadata.packages_distributions()
+    used = {re.sub(r"[-_.]+", "-", d).lower() for n in third_party for d in by_import.get(n, [n])}
+    declared_specs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]).lower() for d in declared_specs}
+    assert declared == used, {
+        "declared, not imported": declared - used,
+        "imported, not declared": used - declared,
+    }

@@ -55,19 +55,13 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
-from streaming.serving.group_series import (
-    Body,
-    GroupNumbers,
-    Samples,
-    escape,
-    fmt,
-    write_groups,
-)
+from streaming.serving.group_series import Body, GroupNumbers, Samples, write_groups
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore, share_families
 from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
+from streaming.serving.text_format import escape, fmt
 from streaming.settings import Settings
 
 __all__ = ["GroupNumbers", "MirrorMetrics", "Samples", "exposition", "openmetrics_exposition"]
