@@ -143,9 +143,12 @@ def test_the_products_runtime_dependencies_are_what_it_imports() -> None:
         n for n in imported_names if n not in sys.stdlib_module_names and n not in {*product, "__future__"}
     }
     by_import = importlib.metadata.packages_distributions()
-    used = {re.sub(r"[-_.]+", "-", d).lower() for n in third_party for d in by_import.get(n, [n])}
-    declared_specs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    declared = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]).lower() for d in declared_specs}
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    used = {normal(d) for n in third_party for d in by_import.get(n, [n])}
+    specs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {normal(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) for d in specs}
     assert declared == used, {
         "declared, not imported": declared - used,
         "imported, not declared": used - declared,
