@@ -143,6 +143,7 @@ def test_the_products_runtime_dependencies_are_what_it_imports() -> None:
         n for n in imported_names if n not in sys.stdlib_module_names and n not in {*product, "__future__"}
     }
     by_import = importlib.metadata.packages_distributions()
+
     def normal(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -153,3 +154,28 @@ def test_the_products_runtime_dependencies_are_what_it_imports() -> None:
         "declared, not imported": declared - used,
         "imported, not declared": used - declared,
     }
+
+
+def test_architectures_thread_table_names_every_thread_the_product_starts() -> None:
+    """ARCHITECTURE.md's "Threads" table against the thread names in the product: every
+    ``mirror-*`` name a module gives a thread (a literal, or a side query's ``mirror-<name>``) has a
+    row, and every row names such a thread."""
+    import re
+
+    from streaming.pipeline.share_state import ShareStateQuery
+
+    named: set[str] = set()
+    for path in _modules(REPO / "streaming"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"mirror-[a-z][a-z-]*", node.value)
+            ):
+                named.add(node.value)
+    # side queries are supervised on ``mirror-<name>`` (`streaming.app.supervisor.SideQuerySupervisor`)
+    named |= {f"mirror-{q.name.replace('_', '-')}" for q in (ShareStateQuery,)}
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("## Threads", 1)[1].split("\n## ", 1)[0]
+    rows = {m for m in re.findall(r"^\| `(mirror-[a-z-]+)` \|", table, flags=re.MULTILINE)}
+    assert rows == named, {"threads without a row": named - rows, "rows without a thread": rows - named}
