@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from streaming.app.errors import EXIT_CONFIG, classify
 from streaming.app.logs import configure_logging, report
@@ -70,6 +70,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     each flag's default and environment variable)."""
     parser.add_argument("--config", metavar="FILE", help=f"settings file (YAML or JSON) [env {CONFIG_ENV}]")
     for name, field in Settings.model_fields.items():
+        if name in FILE_ONLY:
+            continue
         help_text = setting_help(name, field)
         annotation = field.annotation
         args: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
@@ -90,6 +92,10 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         elif annotation is Path:
             args.update(type=Path)
         parser.add_argument(_flag(name), **args)
+
+
+#: settings a flag cannot spell (a list of maps): the settings file or the environment (JSON) only
+FILE_ONLY: Final = frozenset({"clusters"})
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
