@@ -63,6 +63,8 @@ class PartGroup:
         self.parts: list[Part] = list(parts)
         self._started: list[Part] = []
         self._lock = threading.Lock()
+        #: stopped: a start still running (on another thread) starts nothing more
+        self._closed = False
 
     def add(self, part: P) -> P:
         """Append ``part`` (before `start`); returns it."""
@@ -77,6 +79,8 @@ class PartGroup:
         the failure raised."""
         for part in self.parts:
             with self._lock:
+                if self._is_closed():
+                    return
                 if part in self._started:
                     continue
             try:
@@ -85,10 +89,21 @@ class PartGroup:
                 self.stop()
                 raise
             with self._lock:
-                self._started.append(part)
+                closed = self._is_closed()  # (another thread may have stopped the group meanwhile)
+                if not closed:
+                    self._started.append(part)
+            if closed:  # stopped while this part started: it stops too
+                part.stop()
+                return
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     def stop(self) -> None:
-        """The started parts in reverse; a part whose stop fails is logged and the rest still stop."""
+        """The started parts in reverse; a part whose stop fails is logged and the rest still stop.
+        A group stopped is not started again (a start running meanwhile starts nothing more)."""
+        with self._lock:
+            self._closed = True
         while True:
             with self._lock:
                 if not self._started:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from streaming.app.backfill import DriverBackfill, local_checkpoint_is_new
 from streaming.app.drift import CheckpointClaim, DriftReporter
 from streaming.app.driver_events import DriverEvents
+from streaming.app.errors import UNREACHABLE_AT_START, classify
 from streaming.app.lag_loop import LagLoop
 from streaming.app.reconcile import Reconciler
 from streaming.app.startup import Beginning, SourceCheck, ensure_output_topics, open_cluster, recover_store
@@ -39,13 +40,14 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
-from streaming.lifecycle import PartGroup, Step
+from streaming.lifecycle import Part, PartGroup, Step, Worker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
 from streaming.pipeline.query import MirrorQuery, stop_between_batches
 from streaming.pipeline.recovery import SparkCheckpointFiles, has_planned_batch
-from streaming.pipeline.session import SessionPart
+from streaming.pipeline.session import ClusterSession, SessionPart
 from streaming.pipeline.share_state import ShareStateQuery, share_view_of, wanted_by
+from streaming.serving.api import ClusterView
 from streaming.serving.burrow import Burrow, lag_route
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import MirrorMetrics
@@ -160,7 +162,7 @@ class QueryPart:
     def __init__(
         self,
         cluster: ClusterMirror,
-        session: SessionPart,
+        session: SessionPart | ClusterSession,
         client: ClientPart | None,
         backfill: BackfillPart,
         progress: ProgressFollower,
@@ -185,6 +187,7 @@ class QueryPart:
             on_batch=[c.lag_loop.on_batch],
             on_sink=c.events.attach,
             on_observed=c.run_status.add_observed,
+            pool=getattr(self.session, "pool", None),
         )
         definition = self.definition
         self.beginning = Beginning(
@@ -228,19 +231,88 @@ class QueryPart:
             log.exception("stopping the query failed")
 
 
+class ClusterRunner(Worker):
+    """One of several clusters, started on a thread of its own (``mirror-cluster-<name>``) so that a
+    cluster that is down, slow or refuses the mirror's credentials holds up no other: a start that
+    fails is reported -- the cluster's ``/ready`` reason and ``coordinator_mirror_source_up`` 0, one
+    log line per new cause, naming the cluster and the setting -- and tried again after the restart
+    policy's backoff, with fresh parts over the same state.  Once started, the cluster's supervisor
+    keeps it (restarts, source check); `stop` stops its parts."""
+
+    join_timeout_s = (
+        45.0  # a start blocked on a cluster that does not answer ends within the client's timeout
+    )
+
+    def __init__(self, cluster: ClusterMirror, index: int) -> None:
+        name = cluster.settings.cluster_name
+        super().__init__(f"mirror-cluster-{name}", cluster.policy.backoff_s, first_wait=False)
+        self.name = f"cluster {name}"
+        self.cluster = cluster
+        self.index = index
+        self.failures = 0
+        self._said: str | None = None
+
+    def work(self) -> bool | None:
+        c = self.cluster
+        s = c.settings
+        try:
+            c.parts.start()
+        except Exception as exc:
+            if self.stopping:
+                return False
+            self.failures += 1
+            cause = classify(exc, bootstrap=s.bootstrap_servers, secrets=s.secret_values())
+            message = cause.message.replace(UNREACHABLE_AT_START, "")
+            delay = c.policy.delay(self.failures)
+            c.status.source_checked(message)
+            c.status.waiting(f"start failed: {message}")
+            if message != self._said:
+                log.error(
+                    "clusters[%d] (%s): %s -- trying again in %.0fs; the other clusters go on",
+                    self.index,
+                    s.cluster_name,
+                    message,
+                    delay,
+                )
+                self._said = message
+            c.rebuild()
+            self.interval_s = delay
+            return None
+        if self.failures:
+            c.status.source_checked(None)
+            log.info(
+                "clusters[%d] (%s): started after %d failed start(s)",
+                self.index,
+                s.cluster_name,
+                self.failures,
+            )
+        return False
+
+    def on_stop(self) -> None:
+        self.cluster.parts.stop()
+
+
 class ClusterMirror:
-    """One cluster: its state (no I/O until `parts` start) and its `PartGroup`."""
+    """One cluster: its state (no I/O until its parts start) and its `PartGroup` (`parts`), built
+    anew by `rebuild` after a start that failed (a part stopped is not started again; the state --
+    store, status, lag, Burrow -- stays, and so does what the HTTP API holds of it)."""
 
     def __init__(
         self,
         settings: Settings,
         *,
         jvm: Callable[[], Jvm],
-        session: SessionPart,
+        session: SessionPart | ClusterSession,
         stopping: Callable[[], bool],
+        isolated: bool = False,
     ) -> None:
         s = self.settings = settings
         self.session = session
+        self._jvm = jvm
+        self._stopping = stopping
+        #: one of several clusters: a failure no restart fixes is this cluster's (retried), never
+        #: the process's end
+        self.isolated = isolated
         #: the state layer's configuration, built once: the fold, recovery and rendering share it
         self.offset_config = s.offset_config()
         self.store = SnapshotStore(
@@ -249,6 +321,9 @@ class ClusterMirror:
             renderer=snapshot_renderer(self.offset_config, s.default_server_assignor),
         )
         self.status = MirrorStatus()
+        # not ready before the query's first start, whatever the targets say (an empty topic is
+        # caught up at once): `startup.Beginning` clears it when the query starts
+        self.status.waiting("starting")
         self.run = QueryRun()
         self.run_status = RunStatus(query_running=self.query_running)
         self.events = DriverEvents()
@@ -263,22 +338,38 @@ class ClusterMirror:
         )  # fmt: skip
         self._group_filter = GroupFilter(*s.group_filter)  # the reason of a lag 404
         self.drain_timeout_s = 60.0
-        kafka = s.source == "kafka"
+        self.policy = RestartPolicy(
+            s.query_restart_backoff_s, s.query_restart_backoff_max_s, s.bootstrap_servers, s.secret_values()
+        )
+        self.kafka = s.source == "kafka"
+        if self.kafka and s.share_state_enabled:
+            # the share-state query's wiring: the lag rounds read its share-partitions' ends, and
+            # GET /groups/{id} shows a share group's delivery state (`share_view`)
+            self.lag.add_wanted(wanted_by(self.share_store, self.lag))
+        self.parts = self._build()
 
-        # -- the parts, in start order ------------------------------------------------------------
-        self.client = ClientPart(s, jvm) if kafka else None
-        self.backfill = BackfillPart(s, jvm)
+    def rebuild(self) -> PartGroup:
+        """Fresh parts over the same state (after a start that failed and stopped the old ones)."""
+        self.parts = self._build()
+        return self.parts
+
+    def _build(self) -> PartGroup:
+        """The parts, in start order (the module's table)."""
+        s, kafka, session = self.settings, self.kafka, self.session
+        pool = getattr(session, "pool", None)
+        self.client = ClientPart(s, self._jvm) if kafka else None
+        self.backfill = BackfillPart(s, self._jvm)
         self.lag_loop = LagLoop(
             s.lag_interval_s, self.status, self.lag, self.burrow, reader=None, events=self.events
         )
-        self.progress = ProgressFollower(s, self.status, self.run_status, lambda: self.run.query, stopping)
+        self.progress = ProgressFollower(
+            s, self.status, self.run_status, lambda: self.run.query, self._stopping
+        )
         self.query = QueryPart(self, session, self.client, self.backfill, self.progress)
         self.claim: CheckpointClaim | None = None
         self.reconciler: Reconciler | None = None
+        self._source_check: SourceCheck | None = None
         self.share_state: SideQuerySupervisor | None = None
-        policy = RestartPolicy(
-            s.query_restart_backoff_s, s.query_restart_backoff_max_s, s.bootstrap_servers, s.secret_values()
-        )
         if kafka and s.share_state_enabled:
             self.share_state = SideQuerySupervisor(
                 ShareStateQuery(
@@ -289,42 +380,41 @@ class ClusterMirror:
                     lambda topic: self._client().partition_offsets(topic),
                     ready=lambda: self.status.ready,
                     restore_logging=not session.owned,
+                    pool=pool,
                 ),
                 self.status,
-                policy,
+                self.policy,
                 wait_interval_s=s.topic_wait_interval_s,
             )
-            # the share-state query's wiring: the lag rounds read its share-partitions' ends, and
-            # GET /groups/{id} shows a share group's delivery state
-            self.lag.add_wanted(wanted_by(self.share_store, self.lag))
         self.supervisor = QuerySupervisor(
             s,
             self.status,
             self.run,
-            policy,
+            self.policy,
             begin=self.query.begin,
             restart=self.query.restart,
             check_source=self._check_source if kafka else None,
             keep_meta=self._keep_meta,
             reconcile=self._reconcile if kafka else None,
+            fatal_ends=not self.isolated,
         )
-        self.parts = PartGroup(
-            f"cluster {s.cluster_name}",
-            [
-                *([self.client] if self.client is not None else []),
-                self.backfill,
-                Step("checkpoint", self._claim),
-                Step("outputs", lambda: ensure_output_topics(s, self._open_output_client)),
-                Step("lag-reader", self._open_reader),
-                self.lag_loop,
-                self.progress,
-                self.query,
-                *([self.share_state] if self.share_state is not None else []),
-                self.supervisor,
-            ],
-        )
-        self._jvm = jvm
-        self._source_check: SourceCheck | None = None
+        parts: list[Part] = [
+            *([self.client] if self.client is not None else []),
+            self.backfill,
+            Step("checkpoint", self._claim),
+            Step("outputs", lambda: ensure_output_topics(s, self._open_output_client)),
+            Step("lag-reader", self._open_reader),
+            self.lag_loop,
+            self.progress,
+            self.query,
+            *([self.share_state] if self.share_state is not None else []),
+            self.supervisor,
+        ]
+        if self.isolated:  # one of several clusters: its threads carry its name (mirror-offsets-<name>)
+            for part in parts:
+                if isinstance(part, Worker):
+                    part.thread_name = f"{part.thread_name}-{s.cluster_name}"
+        return PartGroup(f"cluster {s.cluster_name}", parts)
 
     # -- wiring made at start (what needs the client or the session) ---------------------------
     def _client(self) -> ClusterClient:
@@ -370,6 +460,12 @@ class ClusterMirror:
         return self.reconciler.round()
 
     # -- what the API asks of a cluster ----------------------------------------------------------
+    def view(self) -> ClusterView:
+        """What the HTTP API reads of this cluster."""
+        return ClusterView(
+            self.store, self.status, self.lag_route, lambda: self.lag.topic_names, self.share_view()
+        )
+
     def share_view(self) -> Callable[[str], dict[str, Any] | None] | None:
         """``GET /groups/{id}``'s ``share_state`` (None: the share-state query is off)."""
         return share_view_of(self.share_store, self.lag) if self.share_state is not None else None

@@ -33,13 +33,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streaming.app.cluster_mirror import ClusterMirror
+from streaming.app.cluster_mirror import ClusterMirror, ClusterRunner
 from streaming.app.heap import DriverHeap
 from streaming.cluster.jvm import Jvm
-from streaming.lifecycle import PartGroup
-from streaming.pipeline.session import SessionPart
+from streaming.lifecycle import Part, PartGroup
+from streaming.pipeline.session import ClusterSession, SessionPart
 from streaming.serving.api import MirrorHTTPServer, credentials_from
-from streaming.serving.metrics import exposition, openmetrics_exposition
+from streaming.serving.metrics import (
+    OPENMETRICS_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    exposition,
+    openmetrics_exposition,
+    to_openmetrics,
+)
+from streaming.serving.text_format import merge_expositions
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,8 +69,9 @@ class JvmPart:
 
     name = "jvm"
 
-    def __init__(self, settings: Settings, *, needed: bool) -> None:
+    def __init__(self, settings: Settings, java_options: list[str], *, needed: bool) -> None:
         self.settings = settings
+        self.java_options = java_options
         self.needed = needed
         self.jvm: Jvm | None = None
         self._lock = threading.Lock()
@@ -77,7 +85,7 @@ class JvmPart:
             if self.jvm is None:
                 s = self.settings
                 self.jvm = Jvm.launch(
-                    plugin_jars=s.kafka_plugin_jars, java_options=s.kafka_java_options(), quick_start=False
+                    plugin_jars=s.kafka_plugin_jars, java_options=self.java_options, quick_start=False
                 )
             return self.jvm
 
@@ -109,38 +117,67 @@ class HttpPart:
 
 
 class Mirror:
+    """The process: its shared parts and one `ClusterMirror` per mirrored cluster (one, unless the
+    settings list ``clusters``).  With several clusters each runs on its own SQL session and
+    scheduler pool, starts on a thread of its own (`ClusterRunner`) and fails alone: a cluster
+    that is down or refuses the mirror is reported and retried while the others serve."""
+
     def __init__(
         self, settings: Settings, *, spark: SparkSession | None = None, serve_http: bool = True
     ) -> None:
         s = self.settings = settings
         self._stopped = threading.Event()
         self._starting = False
-        self.jvm_part = JvmPart(s, needed=s.source == "kafka")
+        per_cluster = s.cluster_settings()  # SettingsError names clusters[i] and the setting
+        self.multi = s.multi_cluster
+        java = s.process_java_options(per_cluster) if self.multi else s.kafka_java_options()
+        self.jvm_part = JvmPart(s, java, needed=s.source == "kafka")
         self.session = SessionPart(
-            s, s.kafka_java_options(), spark, warm=lambda: not self.cluster.backfill.will_fold()
+            s,
+            java,
+            spark,
+            warm=lambda: not any(c.backfill.will_fold() for c in self.clusters),
+            # one pool per cluster, shared fairly: a big cluster's backfill never holds up a small one
+            conf={"spark.scheduler.mode": "FAIR"} if self.multi else None,
         )
-        self.cluster = ClusterMirror(
-            s, jvm=self.jvm_part.get, session=self.session, stopping=self._stopped.is_set
-        )
+        self.clusters = [
+            ClusterMirror(
+                c,
+                jvm=self.jvm_part.get,
+                session=ClusterSession(self.session, c, pool=c.cluster_name) if self.multi else self.session,
+                stopping=self._stopped.is_set,
+                isolated=self.multi,
+            )
+            for c in per_cluster
+        ]
+        #: the first (the only one, without ``clusters``)
+        self.cluster = self.clusters[0]
         self.http_part = HttpPart(self._http) if serve_http else None
-        #: the driver's long-lived objects frozen once ready (`streaming.app.heap`)
-        self.heap = DriverHeap(lambda: self.cluster.status.ready)
+        #: the driver's long-lived objects frozen once a cluster is ready (`streaming.app.heap`)
+        self.heap = DriverHeap(lambda: any(c.status.ready for c in self.clusters))
+        self.runners = [ClusterRunner(c, i) for i, c in enumerate(self.clusters)] if self.multi else []
+        cluster_parts: list[Part] = [*self.runners] if self.multi else [self.cluster.parts]
         self.parts = PartGroup(
             "mirror",
             [
                 self.jvm_part,
                 self.session,
                 *([self.http_part] if self.http_part is not None else []),
-                self.cluster.parts,
+                *cluster_parts,
                 self.heap,
             ],
         )
 
+    def by_name(self, name: str) -> ClusterMirror:
+        return next(c for c in self.clusters if c.settings.cluster_name == name)
+
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> Mirror:
         """The parts in order; when `__consumer_offsets` does not exist yet the supervisor waits
-        for it.  Raises `StartupError` for what a user must fix (nothing is left running)."""
-        self.settings.check_client_files()  # a missing key store stops here, before any JVM
+        for it.  Raises `StartupError` for what a user must fix (nothing is left running); with
+        several clusters, what one cluster's start raises is that cluster's (`ClusterRunner`)."""
+        for c in self.clusters:
+            c.settings.check_client_files()  # a missing key store stops here, before any JVM
         self._starting = True
         try:
             self.parts.start()
@@ -159,10 +196,7 @@ class Mirror:
             c.store,
             metrics=self.metrics_exposition,
             health=self.health,
-            status=c.status,
-            share_state=c.share_view(),
-            lag_route=c.lag_route,
-            topic_names=lambda: c.lag.topic_names,
+            clusters={x.settings.cluster_name: x.view() for x in self.clusters},
             openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
             credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
             open_probes=s.http_open_probes,
@@ -237,10 +271,14 @@ class Mirror:
         return self.cluster._reconcile()
 
     def metrics_exposition(self) -> tuple[bytes, str]:
-        return exposition(self.cluster.metrics)
+        if not self.multi:
+            return exposition(self.cluster.metrics)
+        return merge_expositions([c.metrics.exposition() for c in self.clusters]), TEXT_CONTENT_TYPE
 
     def openmetrics_exposition(self) -> tuple[bytes, str]:
-        return openmetrics_exposition(self.cluster.metrics)
+        if not self.multi:
+            return openmetrics_exposition(self.cluster.metrics)
+        return to_openmetrics(self.metrics_exposition()[0]), OPENMETRICS_CONTENT_TYPE
 
     def _lag_route(self, path: str) -> tuple[int, Any] | None:
         return self.cluster.lag_route(path)
@@ -249,8 +287,20 @@ class Mirror:
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Liveness: healthy while the mirror starts and while the supervisor runs -- also while the
         query is waiting for the topic or being restarted after a failure (the detail says which);
-        unhealthy once the mirror gave up (a failure no restart can fix) or stopped."""
-        c = self.cluster
+        unhealthy once the mirror gave up (a failure no restart can fix) or stopped.  With several
+        clusters: healthy while the process runs (a cluster's failure is that cluster's: /ready
+        and the metrics say which), each cluster's detail under ``clusters``."""
+        if self.multi:
+            if self._stopped.is_set():
+                return False, {"error": "stopped"}
+            detail = {
+                c.settings.cluster_name: self._cluster_health(c, starting=r.alive())[1]
+                for c, r in zip(self.clusters, self.runners, strict=True)
+            }
+            return True, {"clusters": detail}
+        return self._cluster_health(self.cluster, starting=self._starting)
+
+    def _cluster_health(self, c: ClusterMirror, *, starting: bool) -> tuple[bool, dict[str, Any]]:
         q = c.run.query
         status = c.status
         if c.run.fatal is not None:
@@ -258,10 +308,10 @@ class Mirror:
         if self._stopped.is_set():
             return False, {"error": "stopped"}
         if q is None:
+            if starting or status.waiting_reason == "starting":
+                return True, {"query": "starting"}
             if status.waiting_reason:
                 return True, {"query": "waiting", "reason": status.waiting_reason}
-            if self._starting:
-                return True, {"query": "starting"}
             return False, {"error": "query not started"}
         if not q.isActive:
             return True, {"query": "restarting", "error": status.failure or "query stopped"}
@@ -271,17 +321,21 @@ class Mirror:
         """Whether the streaming query runs now (``coordinator_mirror_query_healthy``)."""
         return self.cluster.query_running()
 
+    def ready(self) -> bool:
+        """Every cluster's query started and caught up."""
+        return all(c.status.ready and c.status.waiting_reason is None for c in self.clusters)
+
     def wait_ready(self, timeout_s: float) -> bool:
-        status = self.cluster.status
+        """`ready` within ``timeout_s`` (a single cluster's query failing meanwhile raises)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if status.ready:
+            if self.ready():
                 return True
             ok, detail = self.health()
             if not ok and self.cluster.run.query is not None:
                 raise RuntimeError(f"mirror query failed while catching up: {detail}")
             time.sleep(0.2)
-        return status.ready
+        return self.ready()
 
     def wait_batches(self, n: int, timeout_s: float) -> None:
         """Wait until ``n`` more micro-batches completed (each sees all data available at its start)."""
@@ -304,5 +358,6 @@ class Mirror:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        self.cluster.drain_timeout_s = drain_timeout_s
+        for c in self.clusters:
+            c.drain_timeout_s = drain_timeout_s
         self.parts.stop()

@@ -175,7 +175,7 @@ def serve(
             log.debug("start failed", exc_info=True)
             report(error.message)
             return error.exit_code
-        if mirror.http is not None:
+        if mirror.http is not None and not stop.is_set():
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
         if on_started is not None:

@@ -101,9 +101,14 @@ class QuerySupervisor(Worker):
         check_source: Callable[[], None] | None = None,
         keep_meta: Callable[[], None] = lambda: None,
         reconcile: Callable[[], bool] | None = None,
+        fatal_ends: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__("mirror-supervisor", 0.25)
+        #: a failure no restart fixes ends the supervision (the process exits with its code); off
+        #: where the process mirrors several clusters: that cluster is retried every backoff_max_s
+        #: (credentials fixed, an ACL granted) while the others go on
+        self.fatal_ends = fatal_ends
         self.settings = settings
         self.status = status
         self.run = run
@@ -172,10 +177,20 @@ class QuerySupervisor(Worker):
         description = self.policy.describe(text)
         self.status.query_failed(description)
         fatal = self.policy.fatal(text)
-        if fatal is not None:
+        if fatal is not None and self.fatal_ends:
             log.error("the mirror's query failed and a restart cannot fix it: %s", fatal.message)
             self.run.fatal = fatal
             return None
+        if fatal is not None:
+            self.status.query_failed(fatal.message)
+            log.error(
+                "cluster %s: the query failed and a restart cannot fix it: %s (trying again every %.0fs; "
+                "the other clusters go on)",
+                self.settings.cluster_name,
+                fatal.message,
+                self.policy.backoff_max_s,
+            )
+            return self.clock() + self.policy.backoff_max_s
         delay = self.policy.delay(self.failures)
         log.error(
             "the mirror's query failed (%s); restarting it from the checkpoint in %.0fs "

@@ -65,8 +65,11 @@ class MirrorQuery:
         on_batch: Sequence[BatchHook] = (),
         on_sink: Callable[[MirrorSink], None] | None = None,
         on_observed: Callable[[Mapping[str, int]], None] | None = None,
+        pool: str | None = None,
     ) -> None:
         self.spark = spark
+        #: the FAIR scheduler pool its jobs run in (a process mirroring several clusters)
+        self.pool = pool
         self.settings = settings
         self.store = store
         self.status = status
@@ -91,6 +94,7 @@ class MirrorQuery:
             starting_offsets(s.topic, self.seed_ends) if seeded and self.seed_ends else "earliest",
         )
         sink = self._new_sink()
+        in_pool(self.spark, self.pool)
         query = self._writer(out).foreachBatch(sink).start()
         log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
         return query
@@ -147,6 +151,13 @@ class MirrorQuery:
         """The driver's fold of the backfill through a sink, as the first batch's rows would go
         (`streaming.pipeline.backfill`)."""
         self._new_sink().apply_backfill(backfill.rows, backfill.observed)
+
+
+def in_pool(spark: SparkSession, pool: str | None) -> None:
+    """The FAIR scheduler pool of the query this thread starts next: Spark's stream thread inherits
+    the calling thread's local properties, so every job of that query runs in ``pool``."""
+    if pool is not None:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
 
 
 def stop_quietly(query: StreamingQuery, spark: SparkSession, *, restore: bool) -> None:

@@ -335,14 +335,18 @@ def warm_python_workers(spark: SparkSession) -> None:
     spark.range(0, n, 1, n).mapInArrow(_warm, "id long").collect()
 
 
-def mirror_session(settings: Settings, java_options: Sequence[str]) -> SparkSession:
-    """The mirror's own session: shuffle partitions, no UI, ``spark_conf`` on top, and what the
-    Kafka clients of Spark's source need of their JVMs (``java_options``: the OAUTHBEARER token
-    endpoint allowed, a krb5.conf ...), on executors started elsewhere too."""
+def mirror_session(
+    settings: Settings, java_options: Sequence[str], extra: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The mirror's own session: shuffle partitions, no UI, ``extra`` (the FAIR scheduler of a
+    process mirroring several clusters), ``spark_conf`` on top, and what the Kafka clients of
+    Spark's source need of their JVMs (``java_options``: the OAUTHBEARER token endpoint allowed, a
+    krb5.conf ...), on executors started elsewhere too."""
     s = settings
     conf = {
         "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
         "spark.ui.enabled": "false",
+        **(extra or {}),
         **s.spark_conf,
     }
     flags = " ".join(java_options)
@@ -401,9 +405,12 @@ class SessionPart:
         spark: SparkSession | None = None,
         *,
         warm: Callable[[], bool] = lambda: True,
+        conf: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.java_options = list(java_options)
+        #: Spark settings of this process's own session, under ``spark_conf``
+        self.conf = dict(conf or {})
         self.owned = spark is None
         self._spark = spark
         self.warm = warm
@@ -426,7 +433,7 @@ class SessionPart:
     def _make(self) -> None:
         try:
             began = time.monotonic()
-            spark = mirror_session(self.settings, self.java_options)
+            spark = mirror_session(self.settings, self.java_options, self.conf)
             log.info("Spark session up in %.1fs", time.monotonic() - began)
             self._spark = spark
             self._ready(spark)
@@ -469,3 +476,43 @@ class SessionPart:
         if self.owned and self._spark is not None and not self._stopped:
             self._stopped = True
             self._spark.stop()
+
+    def pin_pool(self) -> None:
+        """One cluster, one session: its queries run in Spark's default pool."""
+
+
+class ClusterSession:
+    """A cluster's own SQL session on the process's Spark, when one process mirrors several
+    clusters: its queries' names, its shuffle partitions and its scheduler pool are its own (two
+    queries of one name cannot run in one session); the SparkContext, its JVM and its Python
+    workers are shared.  ``pool``: the FAIR scheduler pool its queries' jobs run in (`pin_pool`, on
+    the thread that starts a query: Spark's stream thread inherits the local property), so that a
+    big cluster's backfill does not hold up a small cluster's micro-batches."""
+
+    owned = False  # the process's session part stops the SparkContext, never a cluster
+
+    def __init__(self, base: SessionPart, settings: Settings, pool: str | None) -> None:
+        self.base = base
+        self.settings = settings
+        self.pool = pool
+        self._spark: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> SparkSession:
+        with self._lock:
+            if self._spark is None:
+                spark = self.base.get().newSession()
+                spark.conf.set("spark.sql.shuffle.partitions", str(self.settings.shuffle_partitions))
+                self._spark = spark
+            return self._spark
+
+    @property
+    def session(self) -> SparkSession | None:
+        return self._spark
+
+    def wait_warm(self, timeout_s: float) -> None:
+        self.base.wait_warm(timeout_s)
+
+    def pin_pool(self) -> None:
+        if self.pool is not None:
+            self.get().sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)

@@ -38,7 +38,7 @@ from decoders import decode_share_state_record
 from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
 from streaming.health.lag import LagTracker
-from streaming.pipeline.query import stop_between_batches
+from streaming.pipeline.query import in_pool, stop_between_batches
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
 from streaming.serving.store import SnapshotStore
@@ -186,7 +186,7 @@ def checkpoint_of(settings: Settings) -> str:
 
 
 def start_query(
-    spark: SparkSession, settings: Settings, sink: ShareSink, partitions: list[int]
+    spark: SparkSession, settings: Settings, sink: ShareSink, partitions: list[int], pool: str | None = None
 ) -> StreamingQuery:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -204,6 +204,7 @@ def start_query(
     out = packed.groupBy("group_id").applyInPandasWithState(
         fold_share, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.NoTimeout
     )
+    in_pool(spark, pool)
     return (
         out.writeStream.queryName(QUERY_NAME)
         .outputMode("update")
@@ -253,6 +254,7 @@ class ShareStateQuery:
         *,
         ready: Callable[[], bool],
         restore_logging: bool = True,
+        pool: str | None = None,
     ) -> None:
         self.settings = settings
         self.session = session
@@ -263,6 +265,7 @@ class ShareStateQuery:
         self.ready = ready
         #: restore Spark's logging after a stop (a session the mirror does not own)
         self.restore_logging = restore_logging
+        self.pool = pool
         self._partitions: list[int] = []
         self._recovered = False
 
@@ -292,7 +295,7 @@ class ShareStateQuery:
             self._recovered = True
             if n:
                 log.info("recovered %d share groups from %s", n, checkpoint_of(s))
-        return start_query(spark, s, ShareSink(self.store, self.errors_to), self._partitions)
+        return start_query(spark, s, ShareSink(self.store, self.errors_to), self._partitions, self.pool)
 
     def describe(self) -> str:
         """What the supervisor's "started" line says of it."""

@@ -364,6 +364,8 @@ def _seeded(cluster: str, tallies: dict[tuple[str, ...], int], kind: str, seed: 
     return [((cluster, k), n) for k, n in sorted(values.items())]
 
 
+#: the text format's content type (version 0.0.4)
+TEXT_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 OPENMETRICS_CONTENT_TYPE: Final = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #: "# HELP x_total" / "# TYPE x_total counter": OpenMetrics names a counter family without _total
 _COUNTER_HEADER: Final = re.compile(rb"^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)_total\b", re.MULTILINE)

@@ -121,6 +121,11 @@ class SnapshotStore:
             self.gone[group_id] = reason
             return True
 
+    def __contains__(self, group_id: object) -> bool:
+        """Whether ``GET /groups/{id}`` has something to say of the group (state, or a quarantine)."""
+        with self._lock:
+            return group_id in self._groups or group_id in self.quarantined
+
     def group_ids(self) -> set[str]:
         with self._lock:
             return set(self._groups)
