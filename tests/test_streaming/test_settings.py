@@ -225,3 +225,14 @@ def test_the_clusters_list_is_read_from_a_settings_file_and_no_flag_spells_it(tm
         check=True,
     )
     assert "--clusters" not in out.stdout and "--bootstrap-servers" in out.stdout
+
+
+def test_the_clusters_list_from_the_environment_beside_a_clusters_own_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``CM_CLUSTERS`` is the list (JSON); ``CM_CLUSTERS__<NAME>__...`` is that cluster's own and
+    never read as a map under ``clusters`` (the chart exports both)."""
+    monkeypatch.setenv("CM_CLUSTERS", json.dumps(_fleet()))
+    monkeypatch.setenv("CM_CLUSTERS__PROD_US1__KAFKA_OPTIONS__SASL_MECHANISM", "PLAIN")
+    eu1, us1 = load_settings().cluster_settings()
+    assert us1.kafka_options == {"sasl.mechanism": "PLAIN"} and "sasl.mechanism" in eu1.kafka_options
