@@ -187,18 +187,17 @@ class SessionStart:
         from streaming.pipeline.session import mirror_session, warm_python_workers
 
         try:
-            session = mirror_session(self.settings, self.settings.kafka_java_options())
-            # the Python workers too: a new checkpoint's first micro-batch comes after ready
-            # (`streaming.app.mirror`: the driver folds the backfill) and would start them, late
-            # for the groups the demo's workload made meanwhile; on a fresh broker there is no
-            # backfill to take the CPU from
-            with contextlib.suppress(Exception):
-                warm_python_workers(session)
-            self.session = session
+            self.session = mirror_session(self.settings, self.settings.kafka_java_options())
         except BaseException as exc:  # `serve` starts one itself and says what is wrong
             self.error = exc
         finally:
             self._ready.set()
+        if self.session is not None:
+            # then the Python workers, while the mirror starts: a new checkpoint's first
+            # micro-batch comes after ready (the driver folds the backfill, so the mirror warms
+            # none) and would start them, late for the groups the demo's workload made meanwhile
+            with contextlib.suppress(Exception):
+                warm_python_workers(self.session)
         self._done.wait()
 
     def result(self) -> Any:
@@ -230,10 +229,90 @@ class RetriedSend(logging.Filter):
         )
 
 
+class ArchiveInBackground:
+    """The Spark driver's class-data archive (`streaming.pipeline.class_archive`), made once the
+    demo's mirror is up when there is none, for the next start: ``make setup`` does not make it
+    (~50 s of CPU), and a start with it reached ``/ready`` 7-12 s sooner (docs/performance.md).
+    At the lowest CPU priority, in a process group of its own (Ctrl-C does not reach it; `stop`
+    kills it: a half-made archive is never used, its size stamp comes last); one demo at a time
+    makes it (a lock beside it); nothing when ``COORDINATOR_MIRROR_CLASS_ARCHIVE`` names one or
+    ``off``, or the jars folder is not writable."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._lock: int | None = None
+
+    def start(self, _mirror: object = None) -> None:
+        import fcntl
+
+        from streaming.pipeline import class_archive
+
+        if os.environ.get(class_archive.ARCHIVE_ENV) is not None or class_archive.archive_path() is not None:
+            return
+        target = class_archive.default_path()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            lock = os.open(target.with_name(target.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            return
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another demo is making it
+            os.close(lock)
+            return
+        self._lock = lock
+        make = [sys.executable, "-m", "streaming.app.class_archive_cmd", "--output", str(target)]
+        cmd = ["nice", "-n", "19", *make]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=set_pdeathsig,  # noqa: PLW1509 - only async-signal-safe prctl
+        )
+        log.info("making the Spark driver's class archive in the background, for the next start: %s", target)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(30)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+class QuietStop(threading.Event):
+    """The demo's stop: `set` (the stop signal's handler, ``--duration``) first turns the Spark
+    session's log off.  The mirror turns it off while it stops the query and -- on a session it was
+    given, as this one -- back on after: Spark then logged the running batch's cancelled tasks
+    (``Lost task ... TaskKilled``, ``Failed to cancel job group``) after the stop line.  The demo
+    stops that session itself right after; the mirror's own lines (Python's log) still show."""
+
+    session: Any = None
+
+    def set(self) -> None:
+        if not self.is_set() and self.session is not None:
+            # from a thread of its own: `set` may run in a signal handler that interrupted the main
+            # thread inside a py4j call, whose connection must not carry another command meanwhile
+            quiet = threading.Thread(target=self._quiet, name="demo-quiet", daemon=True)
+            quiet.start()
+            quiet.join(10)
+        super().set()
+
+    def _quiet(self) -> None:
+        with contextlib.suppress(Exception):  # a session already gone has nothing to say
+            log4j = self.session._jvm.org.apache.logging.log4j
+            log4j.core.config.Configurator.setRootLevel(log4j.Level.OFF)
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+
+
 def _run(args: argparse.Namespace) -> int:
     configure_logging("INFO", args.log_format)
     logging.getLogger().addFilter(RetriedSend())
-    stop = threading.Event()
+    stop = QuietStop()
 
     def _signal(signum: int, _frame: Any) -> None:
         # until the mirror starts (`serve` then takes the signals over): the same one line; the
@@ -247,6 +326,7 @@ def _run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).resolve()
     broker: LocalKafka | None = None
     workload: WorkloadProcess | None = None
+    archive = ArchiveInBackground()
     timer = None
     if args.duration:
         timer = threading.Timer(args.duration, stop.set)
@@ -266,15 +346,16 @@ def _run(args: argparse.Namespace) -> int:
             log.info("Kafka %s up at %s (logs: %s)", broker.settings.kafka_version, bootstrap, broker.workdir)
             # a fresh broker has a fresh __consumer_offsets: an old checkpoint would point past its end
             shutil.rmtree(workdir / "checkpoint", ignore_errors=True)
-        spark = session.result()
+        spark = stop.session = session.result()
         if stop.is_set():
             return 0
         version = broker.settings.kafka_version if broker else "4"
         workload = WorkloadProcess(bootstrap, version, args.interval, args.log_format)
-        return serve(_settings(args, bootstrap, workdir), stop, spark=spark)
+        return serve(_settings(args, bootstrap, workdir), stop, on_started=archive.start, spark=spark)
     finally:
         if timer is not None:
             timer.cancel()
+        archive.stop()
         session.close()
         if workload is not None:
             workload.stop()
