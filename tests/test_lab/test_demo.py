@@ -4,6 +4,7 @@ in the background (a real `python -m streaming.app.class_archive_cmd`, stopped a
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,11 @@ def test_the_archive_is_made_in_the_background_once(tmp_path: Path, monkeypatch:
         assert first.proc is not None and first.proc.poll() is None
         # out of the demo's process group (a terminal's Ctrl-C), at the lowest priority
         assert os.getpgid(first.proc.pid) == first.proc.pid != os.getpgid(0)
+        # `nice` sets the priority, then runs the command in its place
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{first.proc.pid}/cmdline").read_bytes().startswith(b"nice\0"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         assert _nice(first.proc.pid) == 19
         assert "--output" in first.proc.args and str(class_archive.default_path()) in first.proc.args  # type: ignore[operator]
         second.start()  # the first holds the lock
