@@ -104,8 +104,8 @@ $(JARS_DIR)/localfs-%/.complete: $(LOCALFS_SRC) $(VENV_STAMP)
 # The Spark driver JVM's class-data-sharing archive (streaming/pipeline/class_archive.py): a mirror
 # replays a small capture file in a JVM that dumps the classes it loaded; the mirror maps them at
 # start when the archive is there (a JVM start ~5 s of CPU shorter). Not having it only costs that,
-# so `setup` does not wait for it: the image build makes it, and `make test` (the tests start many
-# JVMs).
+# so `setup` does not wait for it: the image build makes it, `make test` (the tests start many
+# JVMs), and `make demo` in the background when there is none, for its next start (lab/demo.py).
 CLASS_ARCHIVE := $(JARS_DIR)/cds/spark-driver-$(SPARK_VERSION).jsa
 
 .PHONY: class-archive
