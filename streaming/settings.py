@@ -292,8 +292,9 @@ class Settings(BaseSettings):
     source_check_interval_s: float = Field(
         10.0,
         gt=0,
-        description="how often the driver checks that the cluster answers (source_up metric, /ready "
-        "while the query is down)",
+        description="the longest a cluster that stopped answering goes unreported (/ready 503 'source "
+        "unavailable', the source_up metric, a log line): the driver asks it for the topic's metadata "
+        "every half interval and waits at most half an interval for the answer",
     )
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")

@@ -450,7 +450,10 @@ class ClusterMirror:
 
     def _check_source(self) -> None:
         if self._source_check is None:
-            self._source_check = SourceCheck(self._client(), self.settings.topic, self.status)
+            s = self.settings
+            self._source_check = SourceCheck(
+                self._client(), s.topic, self.status, s.source_check_interval_s, stopping=self._stopping
+            )
         self._source_check()
 
     def _keep_meta(self) -> None:
