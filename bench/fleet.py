@@ -153,10 +153,11 @@ def _prober(bootstrap: str, url: str, groups: int, stop: threading.Event, out: l
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    base = int(time.time() * 1000)  # offsets no earlier phase committed
     n = 0
     while not stop.is_set():
         n += 1
-        group, offset = f"bench-g{n % groups}", 1_000_000 + n
+        group, offset = f"bench-g{n % groups}", base + n
         began = time.monotonic()
         done = admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, [TopicPartition("bench-t0", 0, offset)])]
@@ -222,7 +223,7 @@ def _wait_cluster(m: Mirror, name: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clusters", default="1,2,4")
+    ap.add_argument("--clusters", default="1,2,4", help="'' (empty): no cost figures")
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--partitions", type=int, default=20)
     ap.add_argument("--settle-s", type=float, default=30.0)
@@ -235,10 +236,10 @@ def main() -> int:
     from lab.broker import BrokerSettings, LocalKafka
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-fleet-"))
-    counts = [int(x) for x in args.clusters.split(",")]
+    counts = [int(x) for x in args.clusters.split(",") if x.strip()]
     brokers = []
     try:
-        for i in range(max(4 if args.latency else 0, *counts)):
+        for i in range(max(4 if args.latency else 0, 0, *counts)):
             brokers.append(LocalKafka(BrokerSettings(heap="512m"), workdir / f"kafka-{i}").start())
             log(f"broker {i}: {brokers[-1].bootstrap}")
         for i, b in enumerate(brokers):
