@@ -90,7 +90,7 @@ class Thresholds:
     down_for: str = "2m"
     #: Absent: no series of the mirror at all for this long (never deployed, or the target vanished)
     absent_for: str = "10m"
-    #: NoBatches: no micro-batch finished for more seconds than this ...
+    #: NoBatches: no trigger (a micro-batch, or a look for new records) for more seconds than this ...
     no_batch_seconds: float = 300.0
     #: NoBatches: ... sustained this long
     no_batch_for: str = "2m"
@@ -302,7 +302,7 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
     healthy = metric("coordinator_mirror_query_healthy")
     start = metric("coordinator_mirror_start_time_seconds")
     source_up = metric("coordinator_mirror_source_up")
-    last_batch = metric("coordinator_mirror_last_batch_timestamp_seconds")
+    last_trigger = metric("coordinator_mirror_last_trigger_timestamp_seconds")
     restarts = metric("coordinator_mirror_query_restarts_total")
     share_state = metric("coordinator_mirror_share_state_query_state")
     share_failures = metric("coordinator_mirror_share_state_query_failures_total")
@@ -529,13 +529,13 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
         ),
         _rule(
             "CoordinatorMirrorNoBatches",
-            f"time() - {last_batch} > {_num(t.no_batch_seconds)}",
+            f"time() - {last_trigger} > {_num(t.no_batch_seconds)}",
             t.no_batch_for,
             "critical",
-            "The coordinator mirror completes no micro-batches",
-            f"The mirror of cluster {{{{ $labels.cluster_name }}}} finished no micro-batch for more than "
-            f"{_num(t.no_batch_seconds)} s although it runs a batch every trigger: it is stuck (source "
-            "unavailable? see coordinator_mirror_source_up and GET /ready).",
+            "The coordinator mirror's query makes no progress",
+            f"The mirror of cluster {{{{ $labels.cluster_name }}}} reported no trigger for more than "
+            f"{_num(t.no_batch_seconds)} s although its query reports one at least every 10 s, busy or "
+            "idle: it is stuck (source unavailable? see coordinator_mirror_source_up and GET /ready).",
             t,
         ),
         _rule(

@@ -12,6 +12,7 @@ outputs         the output topics checked (created when missing)    --
 offsets         the lag loop: log offsets, lag, Burrow              mirror-offsets
 progress        the query's progress: readiness, batch history      mirror-progress
 query           the streaming query: first start, drain at stop     Spark's
+wake            a micro-batch when an expiry deadline is due        mirror-wake
 share-state     the ``__share_group_state`` query, supervised       mirror-share-state
 supervisor      restarts, source check, reconciliation, meta        mirror-supervisor
 ==============  ==================================================  ==============================
@@ -36,6 +37,7 @@ from streaming.app.lag_loop import LagLoop
 from streaming.app.reconcile import Reconciler
 from streaming.app.startup import Beginning, SourceCheck, ensure_output_topics, open_cluster, recover_store
 from streaming.app.supervisor import QueryRun, QuerySupervisor, RestartPolicy, SideQuerySupervisor
+from streaming.app.wake import ExpiryWake, idle
 from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
@@ -187,7 +189,7 @@ class QueryPart:
             c.store,
             c.status,
             c.offset_config,
-            on_batch=[c.lag_loop.on_batch],
+            on_batch=[c.lag_loop.on_batch, c.wake.on_batch],
             on_sink=c.events.attach,
             on_observed=c.run_status.add_observed,
             pool=getattr(self.session, "pool", None),
@@ -369,6 +371,13 @@ class ClusterMirror:
             s, self.status, self.run_status, lambda: self.run.query, self._stopping
         )
         self.query = QueryPart(self, session, self.client, self.backfill, self.progress)
+        self.wake = ExpiryWake(
+            self.store,
+            self.status,
+            lambda: self.query.definition,
+            lambda: self.run.query,
+            s.trigger_interval_s,
+        )
         self.claim: CheckpointClaim | None = None
         self.reconciler: Reconciler | None = None
         self._source_check: SourceCheck | None = None
@@ -410,6 +419,7 @@ class ClusterMirror:
             self.lag_loop,
             self.progress,
             self.query,
+            self.wake,
             *([self.share_state] if self.share_state is not None else []),
             self.supervisor,
         ]
@@ -496,6 +506,15 @@ class ClusterMirror:
     def offset_reader(self) -> OffsetReader | None:
         reader = self.lag_loop.reader
         return reader if isinstance(reader, OffsetReader) else None
+
+    def nudge(self) -> bool:
+        """A micro-batch soon, new data or not, if the query is idle and runs none without new
+        data (`streaming.app.wake`); False when it was not woken."""
+        definition, q = self.query.definition, self.run.query
+        if definition is None or not definition.wakes or q is None or not idle(q):
+            return False
+        definition.wake(now_ms())
+        return True
 
     def query_running(self) -> bool:
         """Whether the streaming query runs now (``coordinator_mirror_query_healthy``)."""

@@ -338,16 +338,24 @@ class Mirror:
         return self.ready()
 
     def wait_batches(self, n: int, timeout_s: float) -> None:
-        """Wait until ``n`` more micro-batches completed (each sees all data available at its start)."""
+        """Wait until ``n`` more micro-batches completed (each sees all data available at its
+        start).  A query that runs no batch without new data is woken when it idles
+        (`ClusterMirror.nudge`), so the batches come whether or not records do."""
         status = self.cluster.status
         target = status.last_batch.batch_id + n
         deadline = time.monotonic() + timeout_s
+        seen, since = status.last_batch.batch_id, time.monotonic()
         while status.last_batch.batch_id < target:
             ok, detail = self.health()
             if not ok:
                 raise RuntimeError(f"mirror query failed: {detail}")
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TimeoutError(f"no batch {target} within {timeout_s}s (at {status.last_batch.batch_id})")
+            if status.last_batch.batch_id != seen:
+                seen, since = status.last_batch.batch_id, now
+            elif now - since > 2 * self.settings.trigger_interval_s and self.cluster.nudge():
+                since = now
             time.sleep(0.1)
 
     # -- stop -------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 #: the folder under the checkpoint holding the seed (its presence selects the seeded plan)
 SEED_FOLDER: Final = "seed"
 SEED_DDL: Final = "group_id string, packed binary"
+#: the seed's file in that folder (the driver's backfill); wakes are files there too (`write_wake`)
+SEED_FILE: Final = "seed.parquet"
 
 #: one output row of the group function, as the sink reads a collected Spark row (by attribute)
 OutputRow = collections.namedtuple("OutputRow", OUTPUT_COLUMNS)  # type: ignore[misc]
@@ -192,26 +194,29 @@ def reset_new_checkpoint(spark: SparkSession, checkpoint: str) -> None:
 
 def write_seed(spark: SparkSession, checkpoint: str, seeds: list[tuple[str, bytes]]) -> None:
     """The seed cells as one Parquet file under the checkpoint, made here with pyarrow (a Spark
-    job took 2-3 s for 10k groups): written directly on a local disk, through Hadoop's file
-    system anywhere else.  Written under a hidden name, then renamed: the query's file source
-    skips hidden files, so it never sees half a file."""
-    table = pa.table(
-        {
-            "group_id": pa.array([g for g, _ in seeds], pa.string()),
-            "packed": pa.array([c for _, c in seeds], pa.binary()),
-        }
-    )
+    job took 2-3 s for 10k groups)."""
+    _write_side_file(spark, checkpoint, SEED_FILE, _side_table([g for g, _ in seeds], [c for _, c in seeds]))
+
+
+def _side_table(groups: list[str], cells: list[bytes]) -> bytes:
+    table = pa.table({"group_id": pa.array(groups, pa.string()), "packed": pa.array(cells, pa.binary())})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
-    data = sink.getvalue().to_pybytes()
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def _write_side_file(spark: SparkSession, checkpoint: str, name: str, data: bytes) -> None:
+    """``data`` as ``<checkpoint>/seed/<name>``: written directly on a local disk, through
+    Hadoop's file system anywhere else -- under a hidden name, then renamed: the query's file
+    source skips hidden files, so it never sees half a file."""
     folder, fs = _hadoop_path(spark, seed_path(checkpoint))
     fs.mkdirs(folder)
     jvm = spark._jvm
-    hidden = jvm.org.apache.hadoop.fs.Path(folder, ".seed.parquet.tmp")
-    final = jvm.org.apache.hadoop.fs.Path(folder, "seed.parquet")
+    hidden = jvm.org.apache.hadoop.fs.Path(folder, f".{name}.tmp")
+    final = jvm.org.apache.hadoop.fs.Path(folder, name)
     local = local_path(seed_path(checkpoint))
     if local is not None:
-        (local / ".seed.parquet.tmp").write_bytes(data)
+        (local / f".{name}.tmp").write_bytes(data)
     else:
         out = fs.create(hidden, True)
         try:
@@ -220,6 +225,54 @@ def write_seed(spark: SparkSession, checkpoint: str, seeds: list[tuple[str, byte
             out.close()
     if not fs.rename(hidden, final):
         raise OSError(f"could not rename {hidden} to {final}")
+
+
+def has_seed_file(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the driver's backfill handed a seed to the checkpoint's query (not only wakes)."""
+    path, fs = _hadoop_path(spark, f"{seed_path(checkpoint)}/{SEED_FILE}")
+    return bool(fs.exists(path))
+
+
+def add_side_source(spark: SparkSession, checkpoint: str) -> None:
+    """A new checkpoint whose query folds its own backfill gets the side input too (an empty
+    folder, the seed none): every new checkpoint's query can then be woken (`write_wake`)."""
+    folder, fs = _hadoop_path(spark, seed_path(checkpoint))
+    fs.mkdirs(folder)
+
+
+#: an empty Parquet file of the side input's schema: a wake (`write_wake`)
+_EMPTY: Final = _side_table([], [])
+WAKE_PREFIX: Final = "wake-"
+
+
+def write_wake(spark: SparkSession, checkpoint: str, at_ms: int) -> str:
+    """A file with no rows in the side input: new data for the query's file source, so that the
+    query -- which runs no micro-batch without new data -- runs one, and Spark fires every
+    expiry timeout due by then in it.  Wakes of earlier batches are removed (`remove_wakes`)."""
+    name = f"{WAKE_PREFIX}{at_ms:013d}.parquet"
+    _write_side_file(spark, checkpoint, name, _EMPTY)
+    return name
+
+
+def remove_wakes(spark: SparkSession, checkpoint: str, before_ms: int) -> int:
+    """Remove the wake files written before ``before_ms`` -- a time by which a micro-batch that
+    read them has been committed (a batch run again after a crash reads its files again, so a
+    wake is removed only once a later batch was committed).  The file source lists the folder at
+    every trigger; its own log keeps one line per file read, whatever is removed."""
+    folder, fs = _hadoop_path(spark, seed_path(checkpoint))
+    if not fs.exists(folder):
+        return 0
+    n = 0
+    for st in fs.listStatus(folder):
+        name = str(st.getPath().getName())
+        if name.startswith(WAKE_PREFIX) and name.endswith(".parquet"):
+            try:
+                written = int(name[len(WAKE_PREFIX) : -len(".parquet")])
+            except ValueError:
+                continue
+            if written < before_ms and fs.delete(st.getPath(), False):
+                n += 1
+    return n
 
 
 def local_path(path: str) -> Path | None:

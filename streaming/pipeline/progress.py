@@ -13,6 +13,7 @@ poll belong in the history and readiness.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import threading
@@ -44,6 +45,12 @@ def partition_offsets(raw: Any, topic: str) -> dict[int, int]:
     if not isinstance(data, dict) or topic not in data:
         return {}
     return {int(p): int(o) for p, o in data[topic].items()}
+
+
+def trigger_ms(progress: Any) -> int:
+    """When the progress' trigger started (its ISO timestamp), epoch ms."""
+    started = datetime.datetime.fromisoformat(str(progress.timestamp).replace("Z", "+00:00"))
+    return int(started.timestamp() * 1000)
 
 
 def batch_entry(progress: Any) -> dict[str, Any]:
@@ -130,6 +137,7 @@ class ProgressFollower(Worker):
                 del self._taken[next(iter(self._taken))]
 
     def on_progress(self, progress: Any) -> None:
+        self.status.triggered(trigger_ms(progress))
         topic = self.settings.topic
         src = next((x for x in progress.sources if topic in str(x.endOffset or "")), None)
         positions = partition_offsets(src.endOffset if src else None, topic)

@@ -18,7 +18,7 @@ from state import codec
 from state.config import OffsetConfig
 from state.snapshot import summary
 from streaming.pipeline.adapter import read_seed_cell
-from streaming.pipeline.backfill import SEED_DDL, has_seed, seed_path
+from streaming.pipeline.backfill import SEED_DDL, SEED_FILE, has_seed_file, seed_path
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -150,12 +150,12 @@ def recover_snapshots(
     if not has_committed_batch(spark, checkpoint):
         if (
             settings.source != "kafka"
-            or not has_seed(spark, checkpoint)
+            or not has_seed_file(spark, checkpoint)
             or not has_planned_batch(spark, checkpoint)
         ):
             return None
         log.info("the first micro-batch was planned but not committed: the groups come from the seed")
-        frame = spark.read.schema(SEED_DDL).parquet(seed_path(checkpoint))
+        frame = spark.read.schema(SEED_DDL).parquet(f"{seed_path(checkpoint)}/{SEED_FILE}")
         return _collected(frame.mapInPandas(_seed_summaries(config), _SUMMARY_DDL))
     # Spark >= 4.1 (coordinatorReportSnapshotUploadLag, on by default): loading a RocksDB store
     # reports the loaded snapshot to the driver's StateStoreCoordinator, which only exists once the

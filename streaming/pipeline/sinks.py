@@ -208,7 +208,8 @@ class MirrorSink:
             # offsets feed rows stay on the executors -- only Spark's Kafka writer reads them.
             rows = df.where(df.kind != "offset").collect()
             collected = time.monotonic()
-            observed = self.observed_counts(batch_id) if self.on_observed is not None else None
+            execution = self._execution(batch_id)
+            observed = self.observed_counts(batch_id, execution) if self.on_observed is not None else None
             self._apply(batch_id, rows, observed)
             applied = time.monotonic()
             self._write_topics(df, batch_id)
@@ -223,28 +224,19 @@ class MirrorSink:
             compute_ms=int((collected - started) * 1000),
             apply_ms=int((applied - collected) * 1000),
             write_ms=int((done - applied) * 1000),
+            timestamp_ms=self.batch_timestamp_ms(execution),
         )
         self.status.batch_done(stats)
         log.debug("batch %d: %s", batch_id, stats)
         for hook in self.on_batch:
             hook(batch_id, rows)
 
-    def observed_counts(self, batch_id: int) -> dict[str, int] | None:
-        """The decode counts the query observed on this batch (``observe`` before the shuffle),
-        read from the query's own execution of the batch once the sink has computed its rows.
-
-        Read here rather than from the batch's progress: they then count exactly when the batch's
-        rows are applied -- once per batch id, as the sink's tallies -- whatever moment the query
-        is stopped at.  Counted from progress, a batch stopped as it finished could miss both:
-        once in CI a batch (its quarantine logged once: not run again) was in no progress the
-        driver read, and its 26 decode errors and 2 unknown records were never counted.
+    def _execution(self, batch_id: int) -> Any:
+        """The query's own execution of this batch (``StreamExecution.lastExecution``, an internal
+        but long-stable handle), or the exception that kept it from being found.
 
         Spark's stream thread runs this function (py4j pins the calling thread), so its local
-        property names the query; the query's execution is Spark's own (``lastExecution``, an
-        internal but long-stable handle).  None outside a query (a sink called directly); anything
-        else that finds no counts -- an error, the query or the batch's execution not found, no
-        metrics -- is logged (first, then every 100th) and loses only these counts, never the
-        batch."""
+        property names the query.  None outside a query (a sink called directly)."""
         try:
             query_id = self.spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
             if not query_id:
@@ -256,6 +248,46 @@ class MirrorSink:
             running = None if execution is None else int(execution.currentBatchId())
             if running != batch_id:
                 raise LookupError(f"the query's execution is of batch {running}")
+            return execution
+        except Exception as exc:
+            if interruption_line(exc) is not None:
+                raise  # query.stop(): the batch is interrupted (and run again)
+            return exc
+
+    @staticmethod
+    def batch_timestamp_ms(execution: Any) -> int | None:
+        """The batch's timestamp (Spark's processing time for it: every timeout due before it
+        fires in it); None when the execution was not found."""
+        if execution is None or isinstance(execution, Exception):
+            return None
+        try:
+            return int(execution.offsetSeqMetadata().batchTimestampMs())
+        except Exception as exc:
+            if interruption_line(exc) is not None:
+                raise
+            return None
+
+    def observed_counts(self, batch_id: int, execution: Any = None) -> dict[str, int] | None:
+        """The decode counts the query observed on this batch (``observe`` before the shuffle),
+        read from the query's own execution of the batch (`_execution`) once the sink has
+        computed its rows.
+
+        Read here rather than from the batch's progress: they then count exactly when the batch's
+        rows are applied -- once per batch id, as the sink's tallies -- whatever moment the query
+        is stopped at.  Counted from progress, a batch stopped as it finished could miss both:
+        once in CI a batch (its quarantine logged once: not run again) was in no progress the
+        driver read, and its 26 decode errors and 2 unknown records were never counted.
+
+        None outside a query (a sink called directly); anything else that finds no counts -- an
+        error, the query or the batch's execution not found, no metrics -- is logged (first, then
+        every 100th) and loses only these counts, never the batch."""
+        if execution is None:
+            execution = self._execution(batch_id)
+        try:
+            if execution is None:
+                return None
+            if isinstance(execution, Exception):
+                raise execution
             row = execution.observedMetrics().get(OBSERVATION)
             if row.isEmpty():
                 raise LookupError(f"no {OBSERVATION!r} metrics in the batch's execution")

@@ -713,6 +713,14 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="store.last_batch",
     ),
     _m(
+        "coordinator_mirror_last_trigger_timestamp_seconds",
+        "gauge",
+        "When the query last looked for new records (Unix time): a micro-batch, or a trigger that "
+        "found none -- reported at least every 10 s while the query runs, busy or idle.",
+        unit="seconds",
+        source="query progress (idle triggers included)",
+    ),
+    _m(
         "coordinator_mirror_state_rows",
         "gauge",
         "Rows in the streaming state store (groups kept by the stateful operator).",

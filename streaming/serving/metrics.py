@@ -235,6 +235,10 @@ class MirrorMetrics:
         ]
         finished = status.last_batch.finished_at_ms
         out["coordinator_mirror_last_batch_timestamp_seconds"] = [((c,), finished / 1000)] if finished else []
+        triggered = status.last_trigger_ms
+        out["coordinator_mirror_last_trigger_timestamp_seconds"] = (
+            [((c,), triggered / 1000)] if triggered else []
+        )
         out["coordinator_mirror_state_rows"] = [((c,), sum(last["state_rows"]))] if last else []
         out["coordinator_mirror_state_bytes"] = [((c,), sum(last["state_bytes"]))] if last else []
         out["coordinator_mirror_exporter_series"] = [((c,), self.last_series)]

@@ -35,6 +35,9 @@ class BatchStats:
     compute_ms: int = 0
     apply_ms: int = 0
     write_ms: int = 0
+    #: the batch's own timestamp (Spark's processing time for it: the timeouts due before it fired
+    #: in it); None when it could not be read
+    timestamp_ms: int | None = None
 
 
 @dataclass
@@ -154,6 +157,8 @@ class StatusView:
     drift_suspected: dict[str, int]
     last_batch: BatchStats
     parts: dict[str, PartHealth]
+    #: `MirrorStatus.last_trigger_ms`
+    last_trigger_ms: int = 0
 
 
 class MirrorStatus:
@@ -176,6 +181,9 @@ class MirrorStatus:
         #: reason ("log_start", "downtime") -> times drift was suspected at start
         self._drift_suspected: dict[str, int] = {}
         self._last_batch = BatchStats()
+        #: when the query last looked for new records (a micro-batch, or a trigger that found none
+        #: -- Spark reports one of those every 10 s), epoch ms; 0: not yet
+        self._last_trigger_ms = 0
         #: mirror-lifetime counts by key tuple, for the metrics: ("event", type),
         #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
         self._tallies: dict[tuple[str, ...], int] = {}
@@ -323,6 +331,15 @@ class MirrorStatus:
     def last_batch(self) -> BatchStats:
         return self._last_batch
 
+    def triggered(self, at_ms: int) -> None:
+        """The query reported a trigger (its progress), with or without a micro-batch."""
+        with self._lock:
+            self._last_trigger_ms = max(self._last_trigger_ms, at_ms)
+
+    @property
+    def last_trigger_ms(self) -> int:
+        return self._last_trigger_ms
+
     def count_batch(self, batch_id: int, *, force: bool = False) -> bool:
         """Whether batch ``batch_id``'s tallies and errors are to be counted now: not when this
         batch or a later one was counted already (a batch run again after a restart), unless
@@ -380,4 +397,5 @@ class MirrorStatus:
                 drift_suspected=dict(self._drift_suspected),
                 last_batch=self._last_batch,
                 parts=dict(self._parts),
+                last_trigger_ms=self._last_trigger_ms,
             )

@@ -19,6 +19,7 @@ that changes in every micro-batch is rendered at most once per read, and 100k gr
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -73,6 +74,9 @@ class SnapshotStore:
         self.gone: dict[str, dict[str, Any]] = {}
         #: each group's newest change events (issue 26: ``GET /groups/{id}/timeline``)
         self.timeline = Timeline(timeline_events)
+        #: (next expiry deadline, group id) of every state applied since, earliest first -- an
+        #: entry outlived by a newer state of its group is dropped when it comes up (`due_deadline`)
+        self._deadlines: list[tuple[int, str]] = []
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
     def apply(self, batch_id: int, groups: Iterable[GroupRow]) -> None:
@@ -93,6 +97,7 @@ class SnapshotStore:
                         f"batch {batch_id}, group {group_id!r}: state bytes need a summary and a renderer"
                     )
                 self._groups[group_id] = (blob, summary)
+                self._index_deadline(group_id, summary)
 
     def load(self, groups: Iterable[tuple[str, bytes, dict[str, Any]]]) -> int:
         """Bulk-load groups recovered from the checkpointed state at start."""
@@ -101,8 +106,45 @@ class SnapshotStore:
             for group_id, blob, summary in groups:
                 self._uncache(group_id)
                 self._groups[group_id] = (blob, summary)
+                self._index_deadline(group_id, summary)
                 n += 1
         return n
+
+    def _index_deadline(self, group_id: str, summary: dict[str, Any]) -> None:
+        deadline = summary.get("next_deadline_ms")
+        if deadline is None:
+            return
+        heap = self._deadlines
+        heapq.heappush(heap, (int(deadline), group_id))
+        if len(heap) > 2 * len(self._groups) + 1024:
+            # replaced states' entries sink only when they come up: rebuilt from the current states
+            # once they are half the heap (each push pays O(1) of it, amortised)
+            heap[:] = [
+                (int(d), gid)
+                for gid, (_blob, summ) in self._groups.items()
+                if (d := summ.get("next_deadline_ms")) is not None
+            ]
+            heapq.heapify(heap)
+
+    def due_deadline(self, covered_ms: int) -> int | None:
+        """The earliest expiry deadline of a group's current state that is not below
+        ``covered_ms`` (None: none) -- the next moment the expiry rules have something to do for
+        some group, once every deadline below ``covered_ms`` has been acted on (a micro-batch with
+        a later timestamp ran: Spark fires a group's timeout in the first batch after it).
+        Deadlines below it are forgotten, as are those of states replaced since."""
+        with self._lock:
+            heap = self._deadlines
+            while heap:
+                deadline, group_id = heap[0]
+                found = self._groups.get(group_id)
+                if (
+                    deadline >= covered_ms
+                    and found is not None
+                    and found[1].get("next_deadline_ms") == deadline
+                ):
+                    return deadline
+                heapq.heappop(heap)
+            return None
 
     def quarantine(self, infos: Iterable[dict[str, Any]]) -> None:
         """Groups whose fold failed in this batch (they keep their last snapshot)."""

@@ -123,3 +123,45 @@ def test_bytes_without_a_renderer_or_summary_are_refused() -> None:
         SnapshotStore().apply(0, [("g", blob, summ)])
     with pytest.raises(ValueError, match="summary"):
         SnapshotStore(renderer=lambda b: {}).apply(0, [("g", blob, None)])
+
+
+# ----------------------------------------------------------------- the expiry deadlines' index
+def _summary(group_id: str, deadline: int | None) -> dict:
+    return {"group_id": group_id, "next_deadline_ms": deadline}
+
+
+def test_due_deadline_is_the_earliest_of_the_current_states() -> None:
+    store = SnapshotStore(renderer=RENDERER)
+    store.apply(
+        1,
+        [
+            ("a", b"1", _summary("a", 5_000)),
+            ("b", b"2", _summary("b", 3_000)),
+            ("c", b"3", _summary("c", None)),
+        ],
+    )
+    assert store.due_deadline(0) == 3_000
+    # b's new state moves its deadline: the old entry no longer counts
+    store.apply(2, [("b", b"4", _summary("b", 9_000))])
+    assert store.due_deadline(0) == 5_000
+    # a deleted: its deadline goes with it; c never had one
+    store.apply(3, [("a", None, None)])
+    assert store.due_deadline(0) == 9_000
+    store.apply(4, [("b", b"5", _summary("b", None))])
+    assert store.due_deadline(0) is None
+
+
+def test_due_deadline_forgets_what_a_later_batch_covered() -> None:
+    store = SnapshotStore(renderer=RENDERER)
+    store.load([("a", b"1", _summary("a", 1_000)), ("b", b"2", _summary("b", 2_000))])
+    assert store.due_deadline(1_500) == 2_000  # a batch at 1,500 fired a's timeout
+    assert store.due_deadline(0) == 2_000  # ... and a is not seen again (its state did not change)
+    assert store.due_deadline(2_001) is None
+
+
+def test_the_deadline_index_stays_bounded_by_the_groups() -> None:
+    store = SnapshotStore(renderer=RENDERER)
+    for batch in range(2_000):  # far deadlines never come up: their stale entries are rebuilt away
+        store.apply(batch, [(f"g{i}", b"x", _summary(f"g{i}", 10**12 + batch)) for i in range(5)])
+    assert len(store._deadlines) <= 2 * 5 + 1024
+    assert store.due_deadline(0) == 10**12 + 1_999
