@@ -38,9 +38,15 @@ COMMIT_RECORD_TYPES = frozenset({0, 1})
 
 
 def http_get(url: str, timeout_s: float = 30.0) -> tuple[int, Any]:
+    """(status, JSON body -- or its text when it is not JSON: Spark's UI answers "Spark is starting
+    up" as text while its session starts)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return resp.status, json.loads(resp.read())
+            text = resp.read()
+            try:
+                return resp.status, json.loads(text)
+            except ValueError:
+                return resp.status, text.decode(errors="replace")
     except urllib.error.HTTPError as err:
         body = err.read()
         try:
@@ -229,7 +235,7 @@ class MirrorProcess:
     # -- Spark's REST API (spark.ui.port) -------------------------------------------------------
     def spark_api(self, path: str) -> Any:
         status, body = http_get(f"http://127.0.0.1:{self.ui_port}/api/v1{path}", 30)
-        if status != 200:
+        if status != 200 or isinstance(body, str):  # not up yet: "Spark is starting up"
             raise RuntimeError(f"Spark REST {path}: {status} {body}")
         return body
 
