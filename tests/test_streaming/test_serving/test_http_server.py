@@ -78,6 +78,7 @@ def server() -> Iterator[MirrorHTTPServer]:
     lag, burrow = tracker_of(mirror)
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
     srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, status=_ready(), metrics=_metrics,
+                           cluster_name=mirror.cluster,
                            request_timeout_s=1.0,
                            idle_timeout_s=1.0,
                            lag_route=lambda path: lag_route(lag, burrow, path, now_ms()),
