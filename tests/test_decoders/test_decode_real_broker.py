@@ -183,8 +183,8 @@ EXPECTED_WRITTEN = {
         8: {0, None},
     },
 }
-#: never written by any broker we run, so covered by synthetic vectors only (test_sweep.py,
-#: test_oracle_sweep.py, spec-section9.json):
+#: never written by any broker we run, so covered by synthetic vectors only (test_decode_sweep.py,
+#: test_tables_oracle_sweep.py, spec-section9.json):
 #: K=0 (0.8.2 only); K=9 (share groups of 4.0 only -- 3.9.2 cannot even load K>=9, 4.1+ drops K=9);
 #: K=18 (never released); OffsetCommit V0 (< 0.10.1 / old IBP) and V2 (KIP-211 2.1 only with an old
 #: IBP); GroupMetadata V0-V2 (old IBPs) and V4 (never written by 3.9/4.3 -- spec section 3.3);

@@ -4,7 +4,7 @@ every value layout the 4.x brokers write, from the same tables and the same inte
 Inclusive sweep and hypothesis round trips through the test-only encoder, the truncation table,
 the 4.0 / 4.1+ layouts of V0, the sentinels, and the registry itself (the same K means something
 else in `__consumer_offsets`).  Real bytes: tests/vectors/kafka-4.3.1-share-state.json
-(test_golden_vectors.py) and the live broker (test_real_broker.py)."""
+(test_kafka_json.py) and the live broker (test_decode_share_state_broker.py)."""
 
 from __future__ import annotations
 
