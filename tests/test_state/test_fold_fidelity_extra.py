@@ -1,6 +1,6 @@
 """Fidelity on real bytes for the opt-in scenarios: a KIP-848 regex subscription (K=16) and
 KIP-848/share/streams groups deleted with DeleteGroups (group-level tombstones K=3/4/6, 11/12/15,
-17/20/23).  Same comparison as test_fidelity.py, on a dedicated broker (conftest ``extra_kafka``)."""
+17/20/23).  Same comparison as test_fold_fidelity.py, on a dedicated broker (conftest ``extra_kafka``)."""
 
 from __future__ import annotations
 
