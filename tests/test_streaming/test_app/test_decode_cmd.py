@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from streaming.app import decode_cmd
 from streaming.pipeline.capture_format import CapturedRecord, CaptureHeader, write_capture
 
 EXE = Path(sys.executable).with_name("coordinator-mirror")
@@ -138,3 +139,39 @@ def test_unreadable_capture_exits_2(tmp_path: Path) -> None:
     broken.write_text('{"capture": {}}\nnot json\n')
     rc, _, err = run("--capture", str(broken))
     assert rc == 2 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "data"),
+    [
+        ("0001", b"\x00\x01"),
+        ("0x0001", b"\x00\x01"),
+        ("0X 00 01", b"\x00\x01"),
+        (" 00\n01\t", b"\x00\x01"),
+        ("", b""),
+    ],
+)
+def test_hex_forms_a_user_pastes(text: str, data: bytes) -> None:
+    assert decode_cmd._hex("--key", text) == data
+
+
+@pytest.mark.parametrize("text", ["0g", "001", "0x0x00"])
+def test_bad_hex_names_the_flag(text: str) -> None:
+    with pytest.raises(decode_cmd._UsageError, match="--value is not valid hex"):
+        decode_cmd._hex("--value", text)
+
+
+@pytest.mark.parametrize(
+    ("source", "topic"),
+    [
+        ("kafka://host:9092/__share_group_state", "__share_group_state"),
+        ("kafka://host:9092/__consumer_offsets", "__consumer_offsets"),
+        ("kafka://host:9092/some-other-topic", "__consumer_offsets"),
+        ("file:///tmp/x", "__consumer_offsets"),
+    ],
+)
+def test_a_captures_topic_is_read_from_its_header(tmp_path: Path, source: str, topic: str) -> None:
+    path = tmp_path / "c.jsonl"
+    write_capture(path, CaptureHeader(source=source), [])
+    assert decode_cmd._capture_topic(str(path)) == topic
+    assert decode_cmd._capture_topic(str(tmp_path / "missing.jsonl")) == "__consumer_offsets"

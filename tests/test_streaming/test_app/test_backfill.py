@@ -1,8 +1,8 @@
-"""``backfill: driver`` on the session broker after every scenario ran: the driver's fold of a new
-checkpoint's backfill, handed to the query as a seed, against the query folding it itself
-(``backfill: query``) -- the same groups, snapshots, errors, counts and change events; a restart
-from the seeded checkpoint; the remains of a start stopped before its query ran; and the fallback
-when the driver's read fails."""
+"""``backfill: driver`` (`streaming.app.backfill`): which checkpoints are new; and on the session
+broker after every scenario ran: the driver's fold of a new checkpoint's backfill, handed to the
+query as a seed, against the query folding it itself (``backfill: query``) -- the same groups,
+snapshots, errors, counts and change events; a restart from the seeded checkpoint; the remains of a
+start stopped before its query ran; and the fallback when the driver's read fails."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
+from streaming.app.backfill import local_checkpoint_is_new
 from tests.support.http import get
 from tests.support.live_mirror import group_url, live_settings
-
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
 def _groups(mirror: Any) -> dict[str, Any]:
@@ -79,6 +78,8 @@ def pair(
     return driver, query, work, group
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_the_driver_fold_and_the_query_fold_agree(pair: Any, scenarios: dict[str, Any]) -> None:
     driver, query, work, _group = pair
     # the driver's mirror was seeded: its checkpoint holds the seed, its first batch stored it
@@ -96,6 +97,8 @@ def test_the_driver_fold_and_the_query_fold_agree(pair: Any, scenarios: dict[str
     assert (work / "driver" / "events" / "events-backfill.jsonl").is_file()
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_a_restart_resumes_the_seeded_checkpoint(pair: Any, mirrors: Any, kafka: Any) -> None:
     """The seeded checkpoint resumes like any other: every group recovered from the state store
     before a new batch, nothing read again; a new commit to a group of the backfill folded onto
@@ -130,6 +133,8 @@ def test_a_restart_resumes_the_seeded_checkpoint(pair: Any, mirrors: Any, kafka:
     assert first["input_rows"] < sum(positions.values()), "read the topic again"
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_the_remains_of_a_start_stopped_before_its_query_ran_are_replaced(
     mirrors: Any, spark: Any, kafka: Any, scenarios: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -150,6 +155,8 @@ def test_the_remains_of_a_start_stopped_before_its_query_ran_are_replaced(
     assert (checkpoint / "seed" / "seed.parquet").stat().st_size > 100
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_a_failed_driver_read_leaves_the_backfill_to_the_query(
     *,
     mirrors: Any,
@@ -173,3 +180,33 @@ def test_a_failed_driver_read_leaves_the_backfill_to_the_query(
     assert not (tmp_path / "checkpoint" / "seed").exists()
     crange = next(iter(scenarios["classic_range"].groups))
     assert get(group_url(m, crange))[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("layout", "new"),
+    [
+        ([], True),  # no checkpoint folder yet
+        (["offsets/"], True),
+        (["offsets/.0.crc", "offsets/tmp"], True),  # no micro-batch written
+        (["offsets/0"], False),
+        (["offsets/12", "commits/11"], False),
+    ],
+)
+@pytest.mark.parametrize("scheme", ["", "file:", "file://"])
+def test_a_local_checkpoint_is_new_until_its_first_micro_batch(
+    tmp_path: Path, layout: list[str], new: bool, scheme: str
+) -> None:
+    root = tmp_path / "checkpoint"
+    for entry in layout:
+        target = root / entry
+        if entry.endswith("/"):
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("v1")
+    assert local_checkpoint_is_new(f"{scheme}{root}") is new
+
+
+@pytest.mark.parametrize("path", ["hdfs://nn:8020/cm/checkpoint", "s3a://bucket/cm", "gs://b/c"])
+def test_a_checkpoint_on_another_file_system_is_known_new_only_once_spark_is_up(path: str) -> None:
+    assert local_checkpoint_is_new(path) is None
