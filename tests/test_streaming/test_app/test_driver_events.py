@@ -20,7 +20,7 @@ from streaming.serving.store import SnapshotStore
 def _sink(folder: Path) -> MirrorSink:
     s = settings(events_path=folder)
     store = SnapshotStore(cache_bytes=1 << 20, timeline_events=50, renderer=RENDERER)
-    return MirrorSink(s, store, MirrorStatus(), spark=None)  # type: ignore[arg-type]  # no topic: no Spark
+    return MirrorSink(s, store, MirrorStatus(), spark=None)  # no output topic: Spark is never asked
 
 
 def _event(group_id: str, reason: str) -> dict[str, Any]:
