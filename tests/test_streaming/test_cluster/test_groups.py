@@ -1,23 +1,24 @@
-"""The driver's reads of the session broker through Kafka's Admin client (`ClusterClient`,
-`OffsetReader`): what the coordinators list, log offsets, topic ids in Kafka's own text form."""
+"""The driver's reads of the session broker through Kafka's Admin client
+(`streaming.cluster.groups.ClusterClient`): what the coordinators list, topic ids in Kafka's own
+text form, output topics.  The lag round's log offsets: test_offsets.py."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from streaming.cluster.groups import ClusterClient
-from streaming.cluster.offsets import OffsetReader
 
 pytestmark = [pytest.mark.broker]
 
 
 @pytest.fixture(scope="module")
-def client(driver_jvm: Any, kafka: Any) -> Any:
+def client(driver_jvm: Any, kafka: Any) -> Iterator[ClusterClient]:
     c = ClusterClient(driver_jvm, kafka.bootstrap, {"max.poll.records": "7"})  # a consumer option: ignored
     yield c
     c.close()
@@ -73,21 +74,6 @@ def test_topic_ids_are_kafkas_text_form(client: Any, lab: Any) -> None:
     ids = client.topic_ids([topic, "no-such-topic"])
     assert ids == {topic: (described[0], 0), "no-such-topic": (None, 3)}  # UNKNOWN_TOPIC_OR_PARTITION
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", described[0])
-
-
-def test_partition_offsets_and_a_lag_round(client: Any, lab: Any) -> None:
-    topic = lab.topic("offsets", partitions=3, messages_per_partition=4)
-    starts, ends = client.partition_offsets(topic)
-    assert starts == {0: 0, 1: 0, 2: 0} and ends == {0: 4, 1: 4, 2: 4}
-    reader = OffsetReader(client)
-    r = reader.read([(topic, 0), (topic, 2), ("gone-topic", 0)], subscribed=["gone-too"])
-    assert r.error is None and not r.denied_topics
-    assert {tp: (e.earliest, e.high_watermark, e.stable) for tp, e in r.partitions.items()} == {
-        (topic, 0): (0, 4, 4),
-        (topic, 2): (0, 4, 4),
-    }
-    assert r.missing_topics == {"gone-topic", "gone-too"}
-    assert topic in r.topic_names.values()
 
 
 def test_ensure_topic_creates_once_compacted(client: Any, lab: Any) -> None:

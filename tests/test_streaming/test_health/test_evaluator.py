@@ -11,11 +11,15 @@ from typing import Any
 
 import pytest
 
+from lab.records import Log
 from lab.synthetic import stable_classic
 from state.model import Group
+from state.replay import fold
 from streaming.health import evaluator as burrow_module
+from streaming.health import rules as b
 from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.serving.burrow import Burrow
+from tests.support.burrow import end_round, tracked_burrow
 
 BEHAVIOURS = ("keeps_up", "slow", "stopped", "stalled", "rewinds", "idle_topic")
 
@@ -138,3 +142,27 @@ def _lag_rows_oracle(p: Pipeline, gid: str) -> list[tuple[str, int, int]]:
         for r in rows
         if r.committed is not None or window.get((r.topic, r.partition))
     ]
+
+
+def test_only_the_groups_whose_verdict_can_flip_are_evaluated_when_the_ring_moves() -> None:
+    """A partition's ring moving past old ends re-evaluates the groups whose newest commit there
+    lies where "caught up recently" flipped -- not every group on the partition."""
+    tracker, burrow = tracked_burrow(intervals=3)
+    tp = ("t", 0)
+    end_round(tracker, 0, {tp: 100})
+    for gid, offset in (("behind", 120), ("caught-up", 200)):
+        log = Log()
+        log.commit(gid, "t", 0, offset, commit_ts=500)
+        g = fold(None, log.records, group_id=gid).group
+        assert g is not None
+        burrow.history.record(tracker.apply_groups([(gid, g)]), tracker)
+    burrow.evaluate_all(1000)
+    for k in range(2):  # the end moves once, then stays: the ring is [100, 200, 200]
+        end_round(tracker, 2000 + 1000 * k, {tp: 200})
+        burrow.evaluate_all(2000 + 1000 * k)
+    assert burrow.watcher.partitions[("behind", "t", 0)] == b.OK  # stopped, but caught up recently
+    # the round where the 100 drops out: min 100 -> 200 flips commits in [100, 200)
+    end_round(tracker, 4000, {tp: 200})
+    burrow.evaluate_all(4000)
+    assert burrow.last_evaluated == 1  # "behind" (120), not "caught-up" (200)
+    assert burrow.watcher.partitions[("behind", "t", 0)] == b.STOP
