@@ -1,5 +1,8 @@
-"""The decode counts a query observes (``DataFrame.observe``) are counted by the sink, with the
-batch's rows, once per batch id -- on the shared session, with real streaming queries.
+"""The query's ``foreachBatch`` sink (`streaming.pipeline.sinks`): what it tallies per batch for the
+mirror-level metrics (events, expiries, deletions, skipped records, timed rebalances, fold
+failures), which errors are an interruption -- and, on the shared session with real streaming
+queries, the decode counts a query observes (``DataFrame.observe``) counted with the batch's rows,
+once per batch id.
 
 Why not from the batch's progress: once in CI a poison batch stopped as it finished was in no
 progress the driver read and was not run again, and its 26 decode errors and 2 unknown records
@@ -12,7 +15,11 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.spark]
+from state import events as ev
+from state.timing import phases
+from streaming.pipeline.adapter import event_tally
+from streaming.pipeline.sinks import batch_tallies, interruption_line
+from streaming.serving.catalogue import REBALANCE_DURATION_BUCKETS
 
 
 def _sink(tmp_path: Path, store: Any, status: Any, spark: Any, got: list[dict[str, int]]) -> Any:
@@ -58,6 +65,7 @@ def _uncommit(checkpoint: Path, batch_id: int) -> None:
         (checkpoint / "commits" / name).unlink(missing_ok=True)
 
 
+@pytest.mark.spark
 def test_each_batch_counts_once_with_its_rows_also_when_run_again(spark: Any, tmp_path: Path) -> None:
     from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
@@ -91,6 +99,7 @@ def test_each_batch_counts_once_with_its_rows_also_when_run_again(spark: Any, tm
     assert fresh == [{"records": 1}]
 
 
+@pytest.mark.spark
 def test_a_sink_called_outside_a_query_reads_no_counts(spark: Any, tmp_path: Path) -> None:
     from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
@@ -102,6 +111,7 @@ def test_a_sink_called_outside_a_query_reads_no_counts(spark: Any, tmp_path: Pat
     assert got == [] and sink.observed_counts(0) is None
 
 
+@pytest.mark.spark
 def test_a_query_without_the_counts_logs_once_and_its_batches_go_on(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -118,3 +128,78 @@ def test_a_query_without_the_counts_logs_once_and_its_batches_go_on(
     assert got == [] and status.counted_batch == 1  # both batches applied, no counts
     lines = [r.getMessage() for r in caplog.records if "observed decode counts" in r.getMessage()]
     assert len(lines) == 1 and "no 'decode' metrics" in lines[0], lines  # the first failure only
+
+
+# ------------------------------------------------------------------- without Spark: the tallies
+def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> None:
+    # the event rows' tallies, as the adapter makes them next to the events
+    events = [
+        event_tally(e)
+        for e in (
+            ev.RebalanceCompleted("g", 0, 1, 2, before=1, after=2, skipped=0),
+            ev.RebalanceCompleted("g", 0, 2, 3, before=2, after=3, skipped=0),
+            ev.OffsetsExpired("g", None, None, None, count=3, partitions=("t:0",), origin="mirror"),
+            ev.OffsetsExpired("h", 0, 9, 9, count=2, partitions=("t:1",), origin="broker"),
+            ev.GroupDeleted("g", None, None, None, kind="classic", reason="expired"),
+            ev.MemberJoined("x", 0, 1, 1, member_id="m"),
+        )
+    ]
+    errors = [
+        {"status": "unknown", "record_type": 99, "error_kind": None, "error_reason": None},
+        {
+            "status": "error",
+            "record_type": 1,
+            "error_kind": "unknown_version",
+            "error_reason": "unknown value version 42 of OffsetCommitValue",
+        },
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: string of 9 bytes, 2 left",
+        },
+        {
+            "status": "error",
+            "record_type": 2,
+            "error_kind": "truncated",
+            "error_reason": "truncated: int32 needs 4 bytes, 0 left",
+        },
+        {
+            "status": "error",
+            "record_type": None,
+            "error_kind": "malformed",
+            "error_reason": "malformed: negative string length -5",
+        },
+    ]
+    t = batch_tallies(events, errors)
+    assert t[("event", "rebalance_completed")] == 2
+    assert t[("event", "offsets_expired")] == 2 and t[("event", "member_joined")] == 1
+    assert t[("offsets_expired", "mirror")] == 3 and t[("offsets_expired", "broker")] == 2
+    assert t[("group_deleted", "expired")] == 1
+    assert t[("skipped", "unknown", "99", "unknown_record_type")] == 1
+    assert t[("skipped", "error", "OFFSET_COMMIT", "unknown_version")] == 1
+    assert t[("skipped", "error", "GROUP_METADATA", "truncated")] == 2  # byte counts are not labels
+    assert t[("skipped", "error", "none", "malformed")] == 1
+
+
+def test_a_timed_rebalance_fills_the_histograms_tallies() -> None:
+    """A ``rebalance_timed`` tally carries each phase's duration: a count, a sum and the cumulative
+    buckets it falls in, per (kind, phase)."""
+    timed = ev.RebalanceTimed("g", 0, 5, 9, kind="consumer", started_ms=0, assigned_ms=1000, stable_ms=2500)
+    t = batch_tallies([event_tally(timed)], [])
+    assert t[("event", "rebalance_timed")] == 1
+    for phase, ms in phases("consumer", 0, 1000, 2500):
+        key = ("rebalance_seconds", "consumer", phase)
+        assert (t[(*key, "count")], t[(*key, "sum_ms")]) == (1, ms)
+        buckets = {k[3] for k in t if k[:3] == key and k[3].startswith("le:")}
+        assert buckets == {f"le:{b}" for b in REBALANCE_DURATION_BUCKETS if ms <= b * 1000}, phase
+
+
+def test_quarantined_groups_are_counted_by_error_type() -> None:
+    t = batch_tallies([], [], [{"error_type": "InvariantError"}, {"error_type": "InvariantError"}, {}])
+    assert t == {("fold_failure", "InvariantError"): 2, ("fold_failure", "Exception"): 1}
+
+
+def test_only_an_interrupted_jvm_call_is_an_interruption() -> None:
+    """Spark's regex over a whole py4j text overflowed its stack: the sink hands it one line."""
+    assert interruption_line(RuntimeError("java.lang.InterruptedException")) is None  # not py4j's
