@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from streaming.app.capture_cmd import TopicMissingError, capture
 from streaming.pipeline.capture_format import read_capture, read_header
 from tests.support.raw import group_of, record_type
 
@@ -118,3 +119,28 @@ def test_parquet_capture_equals_jsonl(tmp_path: Path, kafka: Any, capture_file: 
         (r.partition, r.offset) for r in parquet
     }
     assert read_header(pq).source.endswith("/__consumer_offsets")
+
+
+def test_a_topic_the_cluster_does_not_have_is_refused_naming_it(
+    driver_jvm: Any, kafka: Any, tmp_path: Path
+) -> None:
+    """A new cluster where no group ever committed has no `__consumer_offsets`: the capture says so
+    and writes no file (the command exits with a message, not a traceback)."""
+    out = tmp_path / "none.jsonl"
+    with pytest.raises(TopicMissingError, match="topic no-such-topic-here not available"):
+        capture(kafka.bootstrap, str(out), topic="no-such-topic-here", jvm=driver_jvm, timeout_s=30)
+    assert not out.exists()
+
+
+def test_a_capture_of_a_small_topic_holds_every_record_in_offset_order(
+    driver_jvm: Any, kafka: Any, lab: Any, tmp_path: Path
+) -> None:
+    topic = lab.topic("capture", partitions=3, messages_per_partition=5)
+    out = tmp_path / "small.jsonl.gz"
+    assert capture(kafka.bootstrap, str(out), topic=topic, jvm=driver_jvm) == 15
+    records = list(read_capture(out))
+    assert sorted((r.partition, r.offset) for r in records) == [(p, o) for p in range(3) for o in range(5)]
+    for p in range(3):
+        offsets = [r.offset for r in records if r.partition == p]
+        assert offsets == sorted(offsets)
+    assert read_header(out).source == f"kafka://{kafka.bootstrap}/{topic}"
