@@ -265,7 +265,7 @@ def orphan_tests() -> list[str]:
             siblings = {p.stem for p in folder.glob("*.py")} if folder.is_dir() else set()
             stem = module.stem
             if not any(stem == m or stem.startswith(m + "_") for m in siblings - {"__init__"}):
-                bad.append(f"{test.relative_to(REPO)}: no {module.relative_to(REPO)} (nor a module it extends)")
+                bad.append(f"{test.relative_to(REPO)}: no {module.relative_to(REPO)} (nor one it extends)")
     return bad
 
 
