@@ -1,28 +1,18 @@
-"""The chart's values mirror the settings model: same names, same defaults (or a stated reason)."""
+"""The chart's values and their schema (`helm.values_schema`): the values mirror the settings model --
+same names, same defaults (or a stated reason) --, the schema's settings part is generated from the
+model, and the generator's readers of values.yaml (its ``# --`` comments, its key paths)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import tomllib
-from types import ModuleType
 from typing import Any
 
 import yaml
 
+from helm import values_schema
 from streaming.settings import Settings
 from tests.support.helm import CHART, REPO
-
-
-def _values_schema() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("values_schema", REPO / "helm" / "values_schema.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-values_schema = _values_schema()
 
 #: settings whose chart default differs from the model's, and why
 CHART_DEFAULTS = {
@@ -75,3 +65,48 @@ def test_versions_agree() -> None:
     spark = re.search(r"^SPARK_VERSION\s*\?=\s*(\S+)", makefile, re.M)
     assert spark is not None
     assert _values()["sparkApplication"]["sparkVersion"] == spark.group(1)
+
+
+VALUES_TEXT = """\
+# -- The image.
+image:
+  # -- Where it is pulled from.
+  #   registry.example.com/mirror   (an example line: not part of the description)
+  repository: coordinator-mirror
+  tag: ""
+# -- Extra labels
+# on two lines.
+podLabels: {}
+
+# a comment that is no description
+service:
+  # -- The port.
+  port: 8080
+  list:
+    - name: x
+"""
+
+
+def test_value_docs_reads_helm_docs_comments() -> None:
+    assert values_schema.value_docs(VALUES_TEXT) == {
+        "image": "The image.",
+        "image.repository": "Where it is pulled from.",
+        "podLabels": "Extra labels on two lines.",
+        "service.port": "The port.",
+    }
+
+
+def test_value_paths_are_every_key_path() -> None:
+    import yaml as _yaml
+
+    assert values_schema.value_paths(_yaml.safe_load(VALUES_TEXT)) == {
+        "image", "image.repository", "image.tag", "podLabels", "service", "service.port", "service.list",
+    }  # fmt: skip
+    assert values_schema.value_paths([1, 2]) == set()
+
+
+def test_every_value_of_the_chart_is_described() -> None:
+    text = (CHART / "values.yaml").read_text()
+    docs = values_schema.value_docs(text)
+    assert docs and all(docs.values())
+    assert set(docs) <= values_schema.value_paths(yaml.safe_load(text))
