@@ -72,14 +72,43 @@ def test_a_failing_start_stops_what_started_and_raises() -> None:
     assert group.running == []
 
 
-def test_a_stop_is_idempotent_and_possible_before_start() -> None:
+def test_a_stop_is_idempotent() -> None:
     journal: list[str] = []
     group = PartGroup("g", [Recorded("a", journal)])
-    group.stop()
     group.start()
     group.stop()
     group.stop()
     assert journal == ["start a", "stop a"]
+
+
+def test_a_group_stopped_is_not_started_again() -> None:
+    """Also when the stop comes first: a mirror stopped while it was being made starts nothing."""
+    journal: list[str] = []
+    group = PartGroup("g", [Recorded("a", journal)])
+    group.stop()
+    group.start()
+    assert journal == [] and group.running == []
+
+
+def test_a_stop_during_a_start_on_another_thread_stops_the_part_starting_and_starts_no_more() -> None:
+    journal: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(Recorded):
+        def start(self) -> None:
+            super().start()
+            entered.set()
+            release.wait(10)
+
+    group = PartGroup("g", [Recorded("a", journal), Slow("slow", journal), Recorded("c", journal)])
+    starter = threading.Thread(target=group.start)
+    starter.start()
+    assert entered.wait(10)
+    group.stop()  # from the main thread, while "slow" is starting
+    release.set()
+    starter.join(10)
+    assert journal == ["start a", "start slow", "stop a", "stop slow"]
+    assert group.running == []
 
 
 def test_a_failing_stop_is_logged_and_the_others_still_stop(caplog: pytest.LogCaptureFixture) -> None:

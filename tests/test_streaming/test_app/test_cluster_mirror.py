@@ -2,11 +2,14 @@
 its parts in start order for each kind of source; the share-state query's wiring (its supervisor
 among the parts, the lag rounds told about share-partitions, ``share_state`` in a group's
 response) present only when it runs; a failure at start -- the client JVM, then the Spark session
--- stops whatever had started, in reverse, and raises; the lag route's 404 reasons.  The cluster
-running for real: test_mirror.py and the live suites."""
+-- stops whatever had started, in reverse, and raises; the lag route's 404 reasons; as one of several
+clusters (`ClusterRunner`): its threads named after it, a failed start reported once per cause and
+retried with fresh parts over the same state.  The cluster running for real: test_mirror.py and the
+live suites."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,11 +17,11 @@ from typing import Any
 import pytest
 
 from lab.synthetic import settings, stable_classic, to_store_row
-from streaming.app.cluster_mirror import BackfillPart, ClientPart, ClusterMirror, QueryPart
+from streaming.app.cluster_mirror import BackfillPart, ClientPart, ClusterMirror, ClusterRunner, QueryPart
 from streaming.app.errors import EXIT_UNREACHABLE, StartupError
 from streaming.app.lag_loop import LagLoop
 from streaming.app.supervisor import QuerySupervisor, SideQuerySupervisor
-from streaming.lifecycle import Step
+from streaming.lifecycle import Step, Worker
 from streaming.pipeline.progress import ProgressFollower
 from streaming.settings import Settings
 
@@ -55,7 +58,7 @@ class NoSpark:
 
 
 def _unreachable() -> Any:
-    raise StartupError("cannot reach the Kafka cluster at b:9092", EXIT_UNREACHABLE)
+    raise StartupError("cannot reach the Kafka cluster at b:9092.", EXIT_UNREACHABLE)
 
 
 def _cluster(s: Settings, session: Any | None = None) -> ClusterMirror:
@@ -146,3 +149,50 @@ def test_the_lag_routes_404_says_why_a_group_has_no_lag() -> None:
     status, body = c.lag_route("/groups/nobody/lag")  # type: ignore[misc]
     assert (status, body["reason"]) == (404, "unknown")
     assert c.lag_route("/groups/x") is None  # not a lag path
+
+
+# ------------------------------------------------------------------ one of several clusters
+def test_a_cluster_not_started_is_not_ready_and_says_it_is_starting() -> None:
+    c = _cluster(settings())
+    assert c.status.waiting_reason == "starting" and not c.status.ready
+
+
+def test_one_of_several_clusters_names_its_threads() -> None:
+    c = ClusterMirror(
+        settings(cluster_name="east"),
+        jvm=_unreachable,
+        session=NoSpark(),
+        stopping=lambda: False,
+        isolated=True,
+    )  # type: ignore[arg-type]
+    threads = {p.name: p.thread_name for p in c.parts if isinstance(p, Worker)}
+    assert threads["offsets"] == "mirror-offsets-east" and threads["supervisor"] == "mirror-supervisor-east"
+
+
+def test_a_failed_start_is_reported_once_per_cause_and_retried_with_fresh_parts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`ClusterRunner`: the cluster's /ready reason and source say why, one log line per new
+    cause naming the cluster, the restart policy's backoff, new parts over the same state -- whose
+    share-state wiring is not registered twice."""
+    c = ClusterMirror(
+        settings(cluster_name="west", query_restart_backoff_s=2, query_restart_backoff_max_s=5),
+        jvm=_unreachable, session=NoSpark(), stopping=lambda: False, isolated=True,  # type: ignore[arg-type]
+    )  # fmt: skip
+    runner = ClusterRunner(c, 1)
+    assert (runner.name, runner.thread_name) == ("cluster west", "mirror-cluster-west")
+    first_parts, store = c.parts, c.store
+    with caplog.at_level(logging.ERROR, logger="coordinator_mirror"):
+        assert runner.work() is None  # not done: to be tried again
+        assert runner.work() is None
+    assert runner.failures == 2 and runner.interval_s == 4.0  # 2 s, doubled
+    assert c.status.waiting_reason == "start failed: cannot reach the Kafka cluster at b:9092."
+    assert not c.status.source_up
+    assert [r.getMessage() for r in caplog.records] == [
+        "clusters[1] (west): cannot reach the Kafka cluster at b:9092. -- trying again in 2s; "
+        "the other clusters go on"
+    ]  # the same cause the second time: not logged again
+    assert c.parts is not first_parts and c.store is store  # fresh parts, the same state
+    assert len(c.lag._also_wanted) == 1
+    runner.stop()  # stops the cluster's parts (none running)
+    assert c.parts.running == []

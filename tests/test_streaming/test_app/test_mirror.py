@@ -305,12 +305,13 @@ def test_a_capture_mirror_launches_no_client_jvm_at_start(tmp_path: Path) -> Non
     assert m.jvm_part.jvm is None
 
 
-def test_a_mirror_not_started_is_unhealthy_and_stops_as_a_no_op(tmp_path: Path) -> None:
+def test_a_mirror_not_started_says_so_and_stops_as_a_no_op(tmp_path: Path) -> None:
     from lab.synthetic import settings
     from streaming.app.mirror import Mirror
 
     m = Mirror(settings(checkpoint_location=str(tmp_path / "cp")))
-    assert m.health() == (False, {"error": "query not started"})
+    assert m.health() == (True, {"query": "starting"})  # not ready before the query's first start
+    assert not m.status.ready
     assert m.query is None and m.sink is None and m.recovered_groups == 0 and not m.query_running()
     m.stop()
     m.stop()
