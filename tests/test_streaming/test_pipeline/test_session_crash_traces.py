@@ -81,6 +81,7 @@ def test_py4j_full_text_of_an_interruption_overflows_sparks_regex(spark: Any) ->
 def test_the_sink_turns_an_interrupted_batch_into_that_line(spark: Any, tmp_path: Any) -> None:
     """`MirrorSink` itself, its collect interrupted as ``query.stop()`` interrupts it."""
     from streaming.pipeline.sinks import BatchInterruptedError, MirrorSink
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
     from streaming.settings import load_settings
 
@@ -88,7 +89,7 @@ def test_the_sink_turns_an_interrupted_batch_into_that_line(spark: Any, tmp_path
     settings = load_settings(
         source="capture", capture_path=tmp_path / "none.jsonl", checkpoint_location=str(tmp_path)
     )
-    sink = MirrorSink(settings, SnapshotStore(), spark)
+    sink = MirrorSink(settings, SnapshotStore(), MirrorStatus(), spark)
     df = spark.range(3).selectExpr("'event' AS kind", "CAST(id AS STRING) AS group_id")
     spark._jvm.java.lang.Thread.currentThread().interrupt()  # what query.stop() does to the batch
     with pytest.raises(BatchInterruptedError) as caught:
