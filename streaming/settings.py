@@ -292,8 +292,9 @@ class Settings(BaseSettings):
     source_check_interval_s: float = Field(
         10.0,
         gt=0,
-        description="how often the driver checks that the cluster answers (source_up metric, /ready "
-        "while the query is down)",
+        description="the longest a cluster that stopped answering goes unreported (/ready 503 'source "
+        "unavailable', the source_up metric, a log line): the driver asks it for the topic's metadata "
+        "every half interval and waits at most half an interval for the answer",
     )
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")
@@ -422,7 +423,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         if _ONLY_GIVEN.get():  # a cluster's settings: exactly the values handed in
             return (init_settings,)
-        return init_settings, env_settings, _FileSource(settings_cls)
+        return init_settings, _TopLevelEnv(settings_cls, env_settings), _FileSource(settings_cls)
 
     # -- many clusters ----------------------------------------------------------------------------
     @property
@@ -735,6 +736,25 @@ def _cluster_clashes(clusters: list[Settings]) -> list[str]:
 
 #: the file ``load_settings(config_file)`` reads for the duration of that call
 _CONFIG_FILE: ContextVar[str | None] = ContextVar("coordinator_mirror_config_file", default=None)
+
+
+class _TopLevelEnv(PydanticBaseSettingsSource):
+    """The ``CM_*`` environment of the top level: ``CM_CLUSTERS`` (JSON) is the clusters' list, but
+    ``CM_CLUSTERS__<NAME>__...`` -- which the nested delimiter would read as a map under
+    ``clusters`` -- is a cluster's own (`Settings.cluster_settings`)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data = self.inner()
+        if isinstance(data.get("clusters"), dict):
+            data = {k: v for k, v in data.items() if k != "clusters"}
+        return data
 
 
 class _FileSource(PydanticBaseSettingsSource):

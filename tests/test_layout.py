@@ -170,14 +170,22 @@ def test_architectures_thread_table_names_every_thread_the_product_starts() -> N
             if (
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
-                and re.fullmatch(r"mirror-[a-z][a-z-]*", node.value)
+                and re.fullmatch(r"mirror-[a-z][a-z-]*[a-z]", node.value)
             ):
                 named.add(node.value)
+            # a name made per cluster: f"mirror-cluster-{name}" -> mirror-cluster-<name>
+            if (
+                isinstance(node, ast.JoinedStr)
+                and len(node.values) == 2
+                and isinstance(node.values[0], ast.Constant)
+                and re.fullmatch(r"mirror-[a-z][a-z-]*-", str(node.values[0].value))
+            ):
+                named.add(f"{node.values[0].value}<name>")
     # side queries are supervised on ``mirror-<name>`` (`streaming.app.supervisor.SideQuerySupervisor`)
     named |= {f"mirror-{q.name.replace('_', '-')}" for q in (ShareStateQuery,)}
     text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
     table = text.split("## Threads", 1)[1].split("\n## ", 1)[0]
-    rows = {m for m in re.findall(r"^\| `(mirror-[a-z-]+)` \|", table, flags=re.MULTILINE)}
+    rows = {m for m in re.findall(r"^\| `(mirror-[a-z-]+(?:<name>)?)` \|", table, flags=re.MULTILINE)}
     assert rows == named, {"threads without a row": named - rows, "rows without a thread": rows - named}
 
 

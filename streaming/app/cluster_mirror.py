@@ -174,10 +174,13 @@ class QueryPart:
         self.progress = progress
         self.definition: MirrorQuery | None = None
         self.beginning: Beginning | None = None
+        #: this start found no micro-batch in the checkpoint: the cluster is read from its beginning
+        self.from_beginning: bool | None = None
 
     def start(self) -> None:
         c, s = self.cluster, self.cluster.settings
         spark = self.session.get()
+        self.from_beginning = not has_planned_batch(spark, s.checkpoint_location)
         self.definition = MirrorQuery(
             spark,
             s,
@@ -265,7 +268,7 @@ class ClusterRunner(Worker):
             message = cause.message.replace(UNREACHABLE_AT_START, "")
             delay = c.policy.delay(self.failures)
             c.status.source_checked(message)
-            c.status.waiting(f"start failed: {message}")
+            c.status.waiting(f"start failed: clusters[{self.index}] ({s.cluster_name}): {message}")
             if message != self._said:
                 log.error(
                     "clusters[%d] (%s): %s -- trying again in %.0fs; the other clusters go on",
@@ -447,7 +450,10 @@ class ClusterMirror:
 
     def _check_source(self) -> None:
         if self._source_check is None:
-            self._source_check = SourceCheck(self._client(), self.settings.topic, self.status)
+            s = self.settings
+            self._source_check = SourceCheck(
+                self._client(), s.topic, self.status, s.source_check_interval_s, stopping=self._stopping
+            )
         self._source_check()
 
     def _keep_meta(self) -> None:

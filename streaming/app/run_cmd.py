@@ -156,14 +156,25 @@ def serve(
             log.info("received %s: stopping between two micro-batches", signal.Signals(signum).name)
         stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _signal)
-        signal.signal(signal.SIGINT, _signal)
+    def _take_signals() -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _signal)
+            signal.signal(signal.SIGINT, _signal)
+
+    _take_signals()
     log.info("settings: %s", settings.redacted())
     mirror = Mirror(settings, spark=spark)
     try:
         try:
             mirror.start()
+            # PySpark's SparkContext puts a SIGINT handler of its own in place (it cancels every
+            # job and raises KeyboardInterrupt): Ctrl-C then failed the running batch and the
+            # process exited 130 without a word
+            _take_signals()
+        except KeyboardInterrupt:  # Ctrl-C while the start was under way, to PySpark's handler
+            _take_signals()
+            _signal(signal.SIGINT, None)
+            return 0
         except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
             report(str(exc))
             return 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -173,21 +174,69 @@ class Beginning:
 
 class SourceCheck:
     """Does the cluster answer (a metadata request for the topic)?  A missing topic is not an
-    outage: a new cluster has none until the first group commits."""
+    outage: a new cluster has none until the first group commits.
 
-    def __init__(self, cluster: ClusterClient, topic: str, status: MirrorStatus) -> None:
+    Bounded, and never in the caller's way.  The supervisor calls it every half
+    ``source_check_interval_s``; a call starts the request in a thread of its own
+    (``mirror-source-check``) and returns at once.  The request carries a timeout of half the
+    interval (the Admin call's own, ``DescribeTopicsOptions.timeoutMs``: the client's
+    ``default.api.timeout.ms``, 30 s, made every check block that long and the supervisor with it),
+    so the last answer and the verdict "does not answer" are at most one interval apart -- on
+    ``/ready``, ``coordinator_mirror_source_up`` and in the log -- and the first answer after an
+    outage clears it, at most half an interval after the cluster answers again.  A request still
+    running past its timeout (the guard for a client that never completes it) counts as no answer.
+    Once ``stopping()`` says the mirror stops, results are dropped: a request cut short by the
+    client's close is no outage."""
+
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        topic: str,
+        status: MirrorStatus,
+        interval_s: float = 10.0,
+        *,
+        stopping: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.cluster = cluster
         self.topic = topic
         self.status = status
+        #: how long one request may take: half the interval (the other half is the wait until the
+        #: next one starts)
+        self.timeout_s = interval_s / 2
+        self.stopping = stopping
+        self.clock = clock
+        self._lock = threading.Lock()
+        #: the request under way: its thread and when it started
+        self._running: tuple[threading.Thread, float] | None = None
 
     def __call__(self) -> None:
+        """Start a request unless one is under way; one under way past its timeout: no answer."""
+        with self._lock:
+            running = self._running
+            if running is None or not running[0].is_alive():
+                thread = threading.Thread(target=self.check, name="mirror-source-check", daemon=True)
+                self._running = (thread, self.clock())
+                thread.start()
+                return
+        waited = self.clock() - running[1]
+        if waited > self.timeout_s:
+            self._verdict(f"no answer within {waited:.0f}s")
+
+    def check(self) -> None:
+        """One request, and its verdict (in the caller's thread)."""
         error: str | None = None
         try:
-            self.cluster.topic_partitions(self.topic)
+            self.cluster.topic_partitions(self.topic, timeout_s=self.timeout_s)
         except Exception as exc:
             error = first_line(f"{type(exc).__name__}: {exc}")
-        change = self.status.source_checked(error)
-        if change is True:
-            log.info("the Kafka cluster answers again")
-        elif change is False:
-            log.warning("the Kafka cluster does not answer: %s", error)
+        if not self.stopping():
+            self._verdict(error)
+
+    def _verdict(self, error: str | None) -> None:
+        with self._lock:  # a verdict and its log line together (the request's and the caller's)
+            change = self.status.source_checked(error)
+            if change is True:
+                log.info("the Kafka cluster answers again")
+            elif change is False:
+                log.warning("the Kafka cluster does not answer: %s", error)

@@ -136,7 +136,9 @@ class QuerySupervisor(Worker):
         s = self.settings
         status = self.status
         if self.check_source is not None and now >= self._next_source_check:
-            self._next_source_check = now + s.source_check_interval_s
+            # twice per interval: a check returns at once and waits at most half the interval for
+            # its answer (`streaming.app.startup.SourceCheck`), so an outage shows within one
+            self._next_source_check = now + s.source_check_interval_s / 2
             self.check_source()
         q = self.run.query
         if q is None:

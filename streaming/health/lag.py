@@ -34,13 +34,13 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from decoders.uuids import is_kafka_uuid
 from state.abandoned import abandoned_partitions
-from state.model import CONSUMER, SHARE, Group
+from state.model import CONSUMER, SHARE, STREAMS, Group
 
 TopicPartition = tuple[str, int]
 #: how many deleted group ids the tracker remembers (for the reason of a 404)
@@ -206,14 +206,24 @@ def group_owners(g: Group, keys: KeyTable | None = None) -> dict[TopicPartition,
     as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
     (`streaming.serving.metrics`) and of the lag series; ``keys``: shared key tuples (`KeyTable`)."""
     by_id = g.kind in (CONSUMER, SHARE)
+    # a streams member's assignment is tasks -- (subtopology id, partition) -- and a task reads that
+    # partition of each of its subtopology's source topics (KIP-1071); a subtopology the topology
+    # does not name (state written before it was kept) owns nothing rather than a topic "0"
+    tasks: dict[str, list[str]] = (g.topology or {}).get("source_topics_of") or {}
+
+    def topics(t: str) -> Sequence[str]:
+        if g.kind == STREAMS:
+            return tasks.get(t, ())
+        return (g.topic_name(t) if by_id else t,)
+
     owners: dict[TopicPartition, Owner] = {}
     key = keys.key if keys is not None else _as_is
     for m in g.members.values():
         owner = Owner(m.client_host or UNKNOWN, m.member_id or UNKNOWN, m.client_id or UNKNOWN)
         for t, ps in m.assignment:
-            name = g.topic_name(t) if by_id else t
-            for p in ps:
-                owners[key((name, p))] = owner
+            for name in topics(t):
+                for p in ps:
+                    owners[key((name, p))] = owner
     return owners
 
 

@@ -12,8 +12,9 @@ same rows):
 * change events / committed offsets to Kafka topics -- written with Spark's Kafka sink (the same
   ``kafka.*`` client options as the source), then a per-sink marker file under the checkpoint
   records the batch id; a batch at or below the marker is not written again.  A crash between the
-  write and the marker re-sends that batch once: every event carries a deterministic ``event_id``
-  and the offsets feed is a compacted topic keyed by partition, so consumers see no difference.
+  write and the marker re-sends that batch once, with the same events (a re-run batch has the same
+  rows and time): consumers drop them by their identity (`state.events.event_key`); the offsets
+  feed is a compacted topic keyed by partition, so its consumers see no difference.
 """
 
 from __future__ import annotations

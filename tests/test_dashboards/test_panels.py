@@ -6,6 +6,8 @@ exporter has -- with every family shown or alerted on somewhere."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -119,3 +121,44 @@ def test_every_query_names_only_catalogue_series() -> None:
     # and every series the exporter pays for is shown or alerted on somewhere
     families = {SAMPLE_NAMES[n].name for n in seen if n in SAMPLE_NAMES}
     assert {m.name for m in CATALOGUE} - families == set()
+
+
+def test_every_series_a_panel_selects_is_filtered_by_the_cluster_variable() -> None:
+    """With several clusters mirrored (one process or many), a panel shows the clusters the
+    ``cluster`` variable selects and no other: every selector of every dashboard query carries a
+    ``cluster_name`` matcher on ``$cluster``."""
+    import promql_parser
+
+    from tests.support.promql import substitute
+
+    sentinel = "CLUSTER_SENTINEL"
+    unfiltered: list[str] = []
+
+    def selectors(node: Any) -> Iterator[Any]:
+        kind = type(node).__name__
+        if kind == "VectorSelector":
+            yield node
+            return
+        if kind == "MatrixSelector":
+            yield node.vector_selector
+            return
+        for attr in ("expr", "lhs", "rhs", "param"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                yield from selectors(child)
+        for arg in getattr(node, "args", None) or ():
+            yield from selectors(arg)
+
+    checked = 0
+    for name, d in dashboards().items():
+        for q in dashboard_queries(d, name):
+            if q.kind == "variable":
+                continue
+            expr = substitute(q.expr, {"cluster": sentinel, "group": "g", "topic": "t", "datasource": "d"})
+            for vs in selectors(promql_parser.parse(expr)):
+                matchers = vs.matchers.matchers if hasattr(vs.matchers, "matchers") else ()
+                if not any(m.name == "cluster_name" and sentinel in m.value for m in matchers):
+                    unfiltered.append(f"{name} / {q.where}: {vs.name}")
+                checked += 1
+    assert not unfiltered, unfiltered
+    assert checked > 100

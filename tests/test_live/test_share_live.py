@@ -185,7 +185,7 @@ def test_undecodable_records_are_counted_and_kept_never_fatal() -> None:
     assert store.blob(good["group"]) is not None
 
 
-def test_a_failing_share_state_query_is_restarted_counted_and_reported_while_the_main_one_runs(
+def test_a_failing_share_state_query_is_restarted_counted_and_reported_while_the_main_one_runs(  # noqa: PLR0917
     mirrors: Any, spark: Any, kafka: Any, lab: Any, share_acks_result: Any, tmp_path: Path
 ) -> None:
     """The share-state query stops under the mirror (as a lost executor or a failed batch ends it)

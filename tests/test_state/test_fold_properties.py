@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lab.records import AnyRecord, Log, cm, columns, tip
 from state import events as ev
 from state.codec import decode, encode
-from state.config import OffsetConfig
+from state.config import SEMANTICS, OffsetConfig
 from state.expiry import all_deadlines, expires_at_ms, next_deadline_ms
 from state.fold import fold_columns, step_detail
 from state.model import Group
@@ -199,3 +199,38 @@ def test_step_detail_deadlines_equal_a_fresh_evaluation(
             assert res.deadlines == {tp: expires_at_ms(res.group, *tp, s) for tp in res.group.offsets}
             assert res.deadline == next_deadline_ms(res.group, s)
         g = res.group
+
+
+configs = st.builds(
+    OffsetConfig,
+    retention_ms=st.integers(1, 10**6),
+    semantics=st.sampled_from(SEMANTICS),
+    confirm_grace_ms=st.integers(0, 10**6),
+)
+
+
+@COMMON
+@given(
+    st.lists(op, max_size=30),
+    st.lists(st.integers(0, 40), max_size=4),
+    configs,
+    st.lists(st.integers(0, 10**7), min_size=5, max_size=5),
+)
+def test_no_two_events_share_a_key(
+    ops: list[tuple[Any, ...]], cuts: list[int], config: OffsetConfig, waits: list[int]
+) -> None:
+    """`state.events.event_key` over any log, cut into any micro-batches, each followed by the
+    expiry step at a clock of its own (the events of the mirror's clock: expiries, deletions and
+    unconfirmed expiries with no log position)."""
+    records = build(ops)
+    bounds = sorted({0, len(records), *[c % (len(records) + 1) for c in cuts]})
+    g: Group | None = None
+    keys: list[tuple[Any, ...]] = []
+    now = 0
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        now = max(now, records[hi - 1].source.timestamp_ms) + waits[i % len(waits)]
+        stored = None if g is None else decode(encode(g))
+        res = step_detail(stored, columns(records[lo:hi]), now, config=config)
+        g = res.group
+        keys += [ev.event_key(e.to_json()) for e in res.events]
+    assert len(keys) == len(set(keys)), Counter(keys).most_common(3)

@@ -225,3 +225,32 @@ def test_the_clusters_list_is_read_from_a_settings_file_and_no_flag_spells_it(tm
         check=True,
     )
     assert "--clusters" not in out.stdout and "--bootstrap-servers" in out.stdout
+
+
+def test_the_clusters_list_from_the_environment_beside_a_clusters_own_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``CM_CLUSTERS`` is the list (JSON); ``CM_CLUSTERS__<NAME>__...`` is that cluster's own and
+    never read as a map under ``clusters`` (the chart exports both)."""
+    monkeypatch.setenv("CM_CLUSTERS", json.dumps(_fleet()))
+    monkeypatch.setenv("CM_CLUSTERS__PROD_US1__KAFKA_OPTIONS__SASL_MECHANISM", "PLAIN")
+    eu1, us1 = load_settings().cluster_settings()
+    assert us1.kafka_options == {"sasl.mechanism": "PLAIN"} and "sasl.mechanism" in eu1.kafka_options
+
+
+def test_the_shared_jvms_allow_every_clusters_token_endpoint() -> None:
+    """One client JVM and one Spark JVM serve every cluster: each cluster's OAUTHBEARER token
+    endpoint must be allowed there (Kafka 4 refuses a URL the JVM property does not list)."""
+    url = "sasl.oauthbearer.token.endpoint.url"
+    s = load_settings(
+        kafka_client_java_options=["-Xss2m"],
+        clusters=[
+            {"cluster_name": "a", "bootstrap_servers": "a:9093", "kafka_options": {url: "https://idp-a/token"}},
+            {"cluster_name": "b", "bootstrap_servers": "b:9093", "kafka_options": {url: "https://idp-b/token"}},
+        ],
+    )
+    options = s.process_java_options(s.cluster_settings({}))
+    assert options == [
+        "-Xss2m",
+        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp-a/token,https://idp-b/token",
+    ]

@@ -35,7 +35,7 @@ from lab.mirror_process import audit_events, http_get, read_events, read_log
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
-STOP_LINE = "received SIGTERM: stopping between two micro-batches"
+STOP_LINE = "received {}: stopping between two micro-batches"
 #: what the start-up log must not hold any more (the progress bar, and lines a user cannot act on)
 NOISE = (
     "[Stage ",
@@ -171,14 +171,25 @@ def _lines(text: str, log_format: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("target", "log_format"), [("driver", "text"), ("group", "text"), ("group", "json"), ("tree", "text")]
+    ("target", "log_format", "signame"),
+    [
+        ("driver", "text", "SIGTERM"),
+        ("group", "text", "SIGTERM"),
+        ("group", "json", "SIGTERM"),
+        # Ctrl-C in a terminal (PySpark's SparkContext puts a SIGINT handler of its own in place:
+        # it cancelled the running batch, and the process exited 130 without a word)
+        ("group", "text", "SIGINT"),
+        ("tree", "text", "SIGTERM"),
+    ],
 )
 def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
-    kafka: Any, tmp_path: Path, target: str, log_format: str
+    kafka: Any, tmp_path: Path, target: str, log_format: str, signame: str
 ) -> None:
+    signum = signal.Signals[signame]
     from lab.lab import Lab
 
-    lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id=f"stop{os.getpid()}{target}{log_format}")
+    run_id = f"stop{os.getpid()}{target}{log_format}{signame}"
+    lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id=run_id)
     group = lab.name("stop")
     topic = lab.topic("stop-t", partitions=3, messages_per_partition=1)
     committer = Committer(kafka.bootstrap, group, topic, 3)
@@ -199,7 +210,7 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
         time.sleep(2)
         mark = len(log.read_bytes())
         if target == "group":
-            os.killpg(proc.pid, signal.SIGTERM)  # what `kill -TERM -<pgid>` does
+            os.killpg(proc.pid, signum)  # what `kill -TERM -<pgid>` does, or a terminal's Ctrl-C
         elif target == "tree":
             # what systemd's KillMode=control-group does: every process of the service, Spark's
             # Python workers (a process group of their own) included
@@ -220,7 +231,7 @@ def test_stop_signal_to_the_process_group_is_as_quiet_as_to_the_driver(
         final = committer.close()
     text = log.read_text()
     after = _lines(text[mark:], log_format)
-    assert after[0].endswith(STOP_LINE), after
+    assert after[0].endswith(STOP_LINE.format(signame)), after
     lines = _lines(text[:mark], log_format)
     for noise in NOISE:
         assert not [ln for ln in lines if noise in ln], noise
@@ -279,3 +290,63 @@ def test_demo_logs_json_without_progress_bars(tmp_path: Path) -> None:
     assert any("live: caught up" in ln for ln in lines), lines[-10:]
     for noise in NOISE:
         assert not [ln for ln in lines if noise in ln], noise
+
+
+def _kinds(port: int) -> set[str]:
+    try:
+        status, body = http_get(f"http://127.0.0.1:{port}/groups", 5)
+    except OSError:
+        return set()
+    return {str(g.get("kind")) for g in body.get("groups", [])} if status == 200 else set()
+
+
+def test_ctrl_c_stops_the_demo_quietly(tmp_path: Path) -> None:
+    """Ctrl-C in the terminal running `coordinator-mirror demo` (`make demo`): SIGINT to the whole
+    foreground process group, sent while the demo's workload is mid-round (a GroupProbe JVM or a
+    member in flight -- killed by that SIGINT, they failed the round with a traceback).  The demo
+    stops everything it started -- the mirror and its JVMs, the workload and its processes, the
+    broker --, prints one line and exits 0."""
+    port = _free_port()
+    out = tmp_path / "demo.log"
+    cmd = [
+        sys.executable, "-m", "streaming.app.cli", "demo",
+        "--http-port", str(port), "--workdir", str(tmp_path / "demo"),
+    ]  # fmt: skip
+    with open(out, "wb") as log:
+        # a session of its own: the group a terminal's Ctrl-C reaches, the demo its leader
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    seen: set[int] = set()
+    try:
+        _wait_ready(port, proc, out, timeout_s=600)
+        deadline = time.monotonic() + 300
+        # the first groups are there and the round goes on (its other scenarios)
+        while not {"classic", "consumer"} <= _kinds(port):
+            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
+            seen.update(_descendants(proc.pid))
+            time.sleep(0.5)
+        seen.update(_descendants(proc.pid))
+        assert any(b"GroupProbe" in _cmdline(p) or b"lab.member_host" in _cmdline(p) for p in seen), [
+            _cmdline(p)[:100] for p in seen
+        ]
+        mark = len(out.read_bytes())
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+        assert proc.wait(180) == 0, out.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    after = out.read_text()[mark:].splitlines()
+    assert len(after) == 1 and after[0].endswith("received SIGINT: stopping between two micro-batches"), after
+    assert "Traceback" not in out.read_text()
+    # nothing left: not the workload (a process group of its own), not the broker (another), no JVM
+    deadline = time.monotonic() + 30
+    while left := [p for p in seen if _alive(p)]:
+        assert time.monotonic() < deadline, [_cmdline(p)[:120] for p in left]
+        time.sleep(0.2)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""

@@ -285,3 +285,15 @@ def test_a_start_that_raises_is_a_failure_of_the_side_query() -> None:
     clock.now += 5
     sup.step(clock.now)
     assert status.part_health("share_state").state == "running"
+
+
+def test_the_source_is_checked_twice_per_interval() -> None:
+    """`SourceCheck` waits at most half the interval for an answer; started every half interval,
+    an outage shows within one."""
+    sup, _run, _started, clock, _store = supervised(source_check_interval_s=10)
+    checks: list[float] = []
+    sup.check_source = lambda: checks.append(clock.now)
+    for _ in range(81):  # 20 s in the supervisor loop's 0.25 s steps
+        sup.step(clock.now)
+        clock.now += 0.25
+    assert [t - checks[0] for t in checks] == [0, 5, 10, 15, 20]

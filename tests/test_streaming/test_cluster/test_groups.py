@@ -86,3 +86,27 @@ def test_ensure_topic_creates_once_compacted(client: Any, lab: Any) -> None:
     config = lab.admin.describe_configs([res])[res].result(30)
     assert config["cleanup.policy"].value == "compact"
     assert client.delete_retention_ms(name) == int(config["delete.retention.ms"].value)
+
+
+def test_a_call_with_a_timeout_of_its_own(driver_jvm: Any, client: Any, lab: Any) -> None:
+    """`describe_topic(..., timeout_s)` (the source check's request): answered as without it from a
+    broker that answers; from a cluster that does not (nothing listens at the address) it fails
+    after its own timeout -- not after the client's 30 s (``default.api.timeout.ms``)."""
+    import time
+
+    from lab.proc import free_port
+    from streaming.cluster.jvm import KafkaCallError
+
+    topic = lab.topic("timeout", partitions=2, messages_per_partition=1)
+    assert client.describe_topic(topic, timeout_s=5) == client.describe_topic(topic)
+    assert client.topic_partitions(topic, timeout_s=5) == 2
+    nobody = ClusterClient(driver_jvm, f"127.0.0.1:{free_port()}", {}, timeout_s=30)
+    try:
+        began = time.monotonic()
+        with pytest.raises(KafkaCallError) as caught:
+            nobody.topic_partitions(topic, timeout_s=1.5)
+        took = time.monotonic() - began
+    finally:
+        nobody.close()
+    assert caught.value.has("TimeoutException"), caught.value
+    assert 1.0 <= took < 10, took

@@ -115,12 +115,13 @@ def test_a_truncated_archive_never_reaches_a_jvm(
     assert not cut.exists()
 
 
-def test_setup_and_the_image_make_it_alike() -> None:
-    """``make setup`` and the image build run the same command (and neither fails on it)."""
+def test_make_and_the_image_make_it_alike() -> None:
+    """``make test-tools`` (what ``make test`` installs) and the image build run the same command
+    (and neither fails on it); ``make setup`` does not wait for it (tests/test_docs/test_make.py)."""
     root = Path(__file__).resolve().parents[3]
     makefile = (root / "Makefile").read_text()
-    setup = next(line for line in makefile.splitlines() if line.startswith("setup:"))
-    assert "class-archive" in setup.split("##")[0]
+    tools = next(line for line in makefile.splitlines() if line.startswith("test-tools:"))
+    assert "class-archive" in tools.split("##")[0]
     recipe = makefile.split("$(CLASS_ARCHIVE):", 1)[1].split("\n\n", 1)[0]
     dockerfile = (root / "Dockerfile").read_text()
     command = "-m streaming.app.class_archive_cmd"
