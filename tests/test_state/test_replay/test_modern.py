@@ -210,7 +210,7 @@ def test_streams_group_not_ready_until_topology_validated() -> None:
     g = res.group
     assert g is not None and g.kind == STREAMS and g.state == "Stable" and g.topology_epoch == 0
     assert g.members["m1"].assignment == (("0", (0, 1)),)
-    assert g.topology == {"source_topics": ["in"], "subtopologies": ["0"]}
+    assert g.topology == {"source_topics": ["in"], "subtopologies": ["0"], "source_topics_of": {"0": ["in"]}}
 
 
 def test_share_and_streams_group_deletion_tombstones() -> None:

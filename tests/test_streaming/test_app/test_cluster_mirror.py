@@ -186,7 +186,10 @@ def test_a_failed_start_is_reported_once_per_cause_and_retried_with_fresh_parts(
         assert runner.work() is None  # not done: to be tried again
         assert runner.work() is None
     assert runner.failures == 2 and runner.interval_s == 4.0  # 2 s, doubled
-    assert c.status.waiting_reason == "start failed: cannot reach the Kafka cluster at b:9092."
+    assert (
+        c.status.waiting_reason
+        == "start failed: clusters[1] (west): cannot reach the Kafka cluster at b:9092."
+    )
     assert not c.status.source_up
     assert [r.getMessage() for r in caplog.records] == [
         "clusters[1] (west): cannot reach the Kafka cluster at b:9092. -- trying again in 2s; "
