@@ -303,6 +303,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         GroupQuarantined,
         GroupRecovered,
         ReconcileMismatch,
+        DriftSuspected,
     )
 }
 
