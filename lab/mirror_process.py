@@ -291,11 +291,12 @@ def commit_records(log: Mapping[str, Sequence[Any]]) -> dict[str, int]:
 
 
 def event_id(body: Mapping[str, Any]) -> str:
-    """The adapter's id (streaming.pipeline.adapter): group/type/partition/offset.  Not unique: one
-    record can cause several events of one type (a classic GroupMetadata record moving partitions
-    between two members gives two ``assignment_changed`` at one position), so the audit compares
-    whole events and only reports how often the id collides."""
-    return f"{body['group_id']}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+    """An event's documented identity (`state.events.event_key`: what a consumer of the events topic
+    deduplicates by) as text.  Distinct events sharing one are a collision: `EventAudit.clean` fails
+    on any."""
+    from state.events import event_key
+
+    return repr(event_key(body))
 
 
 def canonical(body: Mapping[str, Any]) -> str:
@@ -360,7 +361,7 @@ class EventAudit:
     commits_counted: int = 0
     #: (group, aggregate type) whose summed counts differ from the reference: (expected, got)
     aggregate_mismatches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    #: distinct events sharing one adapter event id (group/type/partition/offset)
+    #: distinct events sharing one identity (`event_id`)
     id_collisions: int = 0
 
     @property
@@ -371,6 +372,7 @@ class EventAudit:
             or self.duplicated
             or self.aggregate_mismatches
             or self.commits_expected != self.commits_counted
+            or self.id_collisions
         )
 
     def summary(self) -> dict[str, Any]:
