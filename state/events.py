@@ -303,6 +303,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         GroupQuarantined,
         GroupRecovered,
         ReconcileMismatch,
+        DriftSuspected,
     )
 }
 
@@ -315,7 +316,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
 #: tombstone two ``unconfirmed`` ones for different ``partitions``; the events of the mirror's own
 #: clock (expiry, reconciliation, drift) have no log position and are told apart by ``at_ms`` --
 #: the micro-batch's time, which a re-run of the batch keeps -- and ``reason``.
-#: tests/test_state/test_event_key.py holds it unique over real scenario output and arbitrary logs.
+#: tests/test_state/test_events_key.py holds it unique over real scenario output and arbitrary logs.
 EVENT_KEY: Final[tuple[str, ...]] = (
     "group_id",
     "type",

@@ -287,7 +287,8 @@ class Settings(BaseSettings):
         300.0,
         ge=0,
         description="how often to compare the mirrored group list with the coordinators' (Admin "
-        "ListGroups); 0 switches the reconciliation off",
+        "ListGroups); 0 switches the reconciliation off. No round runs while the source check finds "
+        "the cluster down (the round comes once it answers)",
     )
     source_check_interval_s: float = Field(
         10.0,

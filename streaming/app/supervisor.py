@@ -164,7 +164,9 @@ class QuerySupervisor(Worker):
         if status.last_batch.batch_id >= 0 and self.restart_at is None and status.ready:
             self.failures = 0
         self.keep_meta()
-        reconcile = self.reconcile if s.reconcile_interval_s and status.ready else None
+        # not while the source check finds the cluster down: ListGroups would block this thread
+        # for the client's whole API timeout (30 s) and hold up restarts, to count an error round
+        reconcile = self.reconcile if s.reconcile_interval_s and status.ready and status.source_up else None
         if reconcile is not None and (now >= self._next_reconcile or status.missed_tombstones):
             self._next_reconcile = now + s.reconcile_interval_s
             status.take_missed_tombstones()

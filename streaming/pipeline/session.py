@@ -158,8 +158,8 @@ def _launching_jvm(log_format: str) -> Iterator[None]:
     exits when the driver does (PySpark's gateway ends on its stdin's end).  HotSpot leaves a
     signal that is ignored at its start ignored (how ``nohup java`` works), so the child's
     disposition is all it takes.  PySpark exposes no hook for either: its launcher's ``Popen`` is
-    wrapped while the gateway starts (tests/test_streaming/test_app/test_stop_signals.py checks the JVM's
-    ignored-signal mask and the stop)."""
+    wrapped while the gateway starts (tests/test_streaming/test_app/test_run_cmd_stop_signals.py checks
+    the JVM's ignored-signal mask and the stop)."""
     from pyspark import java_gateway
 
     original = java_gateway.Popen

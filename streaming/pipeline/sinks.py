@@ -109,7 +109,7 @@ class BatchMarker:
 def batch_tallies(
     events: list[str], errors: list[dict[str, Any]], quarantined: Sequence[dict[str, Any]] = ()
 ) -> dict[tuple[str, ...], int]:
-    """What the mirror-level metrics count per batch (`SnapshotStore.tallies`): events by type,
+    """What the mirror-level metrics count per batch (`MirrorStatus.tallies`): events by type,
     expired offsets by origin and deleted groups by reason -- which outlive the groups' own series
     -- and skipped records by status, record type and reason class.  ``events``: the event rows'
     tallies as the adapter made them (`streaming.pipeline.adapter.event_tally`), not their JSON."""

@@ -710,7 +710,7 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         "gauge",
         "When the last micro-batch finished (Unix time).",
         unit="seconds",
-        source="store.last_batch",
+        source="status.last_batch",
     ),
     _m(
         "coordinator_mirror_last_trigger_timestamp_seconds",

@@ -17,9 +17,8 @@ Asserted, in the order a platform team lives it:
 from __future__ import annotations
 
 import re
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from tests.support.http import get as get_json
 from tests.support.http import request
 from tests.support.live_mirror import live_settings
 from tests.support.security import Acl, Security, doc_feature_acls, readme_acls
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
@@ -45,14 +45,7 @@ def get(url: str) -> Any:
     return get_json(url)[1]
 
 
-def _wait(what: str, ok: Callable[[], Any], timeout_s: float, seen: Callable[[], Any] | None = None) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = ok()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s}s: {seen() if seen else ''}"
-        time.sleep(0.5)
+_wait = wait_for
 
 
 def _commit(bootstrap: str, group: str, topic: str, offset: int) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from streaming.cluster.groups import log_start_drift
-from streaming.pipeline.recovery import parse_offset_log
 
 
 def test_log_start_drift_names_partitions_past_the_checkpoint() -> None:
@@ -26,15 +25,6 @@ def test_log_start_drift_names_partitions_past_the_checkpoint() -> None:
     starts = {0: 10, 1: 6, 2: 0, 3: 4}  # 3: a partition added since the checkpoint
     assert log_start_drift(committed, starts) == {1: (5, 6)}
     assert log_start_drift(committed, {}) == {} and log_start_drift({}, starts) == {}
-
-
-def test_parse_offset_log_reads_the_kafka_source_line() -> None:
-    text = (
-        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"__consumer_offsets":{"1":12,"0":30}}\n'
-    )
-    assert parse_offset_log(text, "__consumer_offsets") == {0: 30, 1: 12}
-    assert parse_offset_log(text, "other") is None
-    assert parse_offset_log("v1\n{}\n-\n", "__consumer_offsets") is None
 
 
 @pytest.mark.broker

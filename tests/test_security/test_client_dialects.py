@@ -84,6 +84,7 @@ def test_every_part_speaks_the_same_options(
     from streaming.cluster.offsets import OffsetReader
     from streaming.pipeline.sinks import DRIVER_EVENTS, MirrorSink
     from streaming.pipeline.source import kafka_options
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
     from streaming.settings import load_settings
 
@@ -129,7 +130,9 @@ def test_every_part_speaks_the_same_options(
     # an output topic, written by the sink's own writer
     before = security.count_records(outputs[0])
     event = DriftSuspected("", None, None, None, reason="test", partitions=(), at_ms=int(time.time() * 1000))
-    MirrorSink(settings, SnapshotStore(), spark).write_driver_events([event.to_json()], 1, DRIVER_EVENTS)
+    MirrorSink(settings, SnapshotStore(), MirrorStatus(), spark).write_driver_events(
+        [event.to_json()], 1, DRIVER_EVENTS
+    )
     assert security.count_records(outputs[0]) == before + 1
 
     # capture, every option (secrets included) from the environment

@@ -245,8 +245,16 @@ def test_the_shared_jvms_allow_every_clusters_token_endpoint() -> None:
     s = load_settings(
         kafka_client_java_options=["-Xss2m"],
         clusters=[
-            {"cluster_name": "a", "bootstrap_servers": "a:9093", "kafka_options": {url: "https://idp-a/token"}},
-            {"cluster_name": "b", "bootstrap_servers": "b:9093", "kafka_options": {url: "https://idp-b/token"}},
+            {
+                "cluster_name": "a",
+                "bootstrap_servers": "a:9093",
+                "kafka_options": {url: "https://idp-a/token"},
+            },
+            {
+                "cluster_name": "b",
+                "bootstrap_servers": "b:9093",
+                "kafka_options": {url: "https://idp-b/token"},
+            },
         ],
     )
     options = s.process_java_options(s.cluster_settings({}))

@@ -297,3 +297,26 @@ def test_the_source_is_checked_twice_per_interval() -> None:
         sup.step(clock.now)
         clock.now += 0.25
     assert [t - checks[0] for t in checks] == [0, 5, 10, 15, 20]
+
+
+def test_no_reconciliation_round_while_the_source_is_down() -> None:
+    """A round is ListGroups through the cluster client: with the cluster down it would block the
+    supervisor's thread for the client's API timeout; it waits until the source check finds the
+    cluster up again, then runs at once (its time passed meanwhile)."""
+    sup, _run, _started, clock, status = supervised(reconcile_interval_s=60)
+    rounds: list[float] = []
+    sup.reconcile = lambda: rounds.append(clock.now) or True
+    status.batch_done(BatchStats(batch_id=1))
+    status.mark_ready()
+    clock.now += 61
+    sup.step(clock.now)
+    assert rounds == [clock.now]
+    status.source_checked("the Kafka cluster does not answer")
+    clock.now += 61
+    sup.step(clock.now)
+    clock.now += 61
+    sup.step(clock.now)
+    assert len(rounds) == 1
+    status.source_checked(None)
+    sup.step(clock.now)
+    assert len(rounds) == 2

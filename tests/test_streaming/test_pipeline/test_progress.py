@@ -1,7 +1,7 @@
 """`streaming.pipeline.progress.ProgressFollower.on_progress` with fake progress objects (the
 shape of PySpark's `StreamingQueryProgress`): positions into readiness and completed batches into
 the run status, triggers that ran no batch left out of the history.  Observed decode counts are the
-sink's to count (tests/test_streaming/test_pipeline/test_observed.py): a progress carrying them
+sink's to count (tests/test_streaming/test_pipeline/test_sinks.py): a progress carrying them
 adds nothing, or a batch would count twice."""
 
 from __future__ import annotations
