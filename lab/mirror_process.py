@@ -166,12 +166,32 @@ class MirrorProcess:
         """Until ``n`` more micro-batches completed; returns the last batch id."""
         target = self.last_batch() + n
         deadline = time.monotonic() + timeout_s
+        seen, since = target - n, time.monotonic()
         while (last := self.last_batch()) < target:
             self._check_alive()
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TimeoutError(f"no batch {target} within {timeout_s}s (at {last})")
+            if last != seen:
+                seen, since = last, now
+            elif now - since > 2 * float(self.settings["trigger_interval_s"]) + 1:
+                # a query that runs no micro-batch without new data: woken as the mirror's own
+                # expiry wake does (`Mirror.wait_batches` in process)
+                self._wake()
+                since = now
             time.sleep(0.3)
         return last
+
+    def _wake(self) -> None:
+        """An empty file in the checkpoint's side input (`streaming.pipeline.backfill.write_wake`),
+        when the query reads one (a local checkpoint only)."""
+        from streaming.pipeline.backfill import wake_file
+
+        folder = Path(str(self.settings["checkpoint_location"]).removeprefix("file:")) / "seed"
+        if folder.is_dir():
+            name, data = wake_file(int(time.time() * 1000))
+            (folder / f".{name}.tmp").write_bytes(data)
+            (folder / f".{name}.tmp").rename(folder / name)
 
     def groups(self) -> dict[str, dict[str, Any]]:
         status, body = self.get("/groups", 60)

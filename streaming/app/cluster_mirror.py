@@ -467,8 +467,10 @@ class ClusterMirror:
         self._source_check()
 
     def _keep_meta(self) -> None:
+        # the last trigger counts as much as the last batch: a trigger that found no new record had
+        # read the topic to its end (a quiet cluster runs no batch for hours, and was not down)
         if self.claim is not None:
-            self.claim.keep(self.status.last_batch.finished_at_ms)
+            self.claim.keep(max(self.status.last_batch.finished_at_ms, self.status.last_trigger_ms))
 
     def _reconcile(self) -> bool:
         if self.reconciler is None:

@@ -249,9 +249,14 @@ def write_wake(spark: SparkSession, checkpoint: str, at_ms: int) -> str:
     """A file with no rows in the side input: new data for the query's file source, so that the
     query -- which runs no micro-batch without new data -- runs one, and Spark fires every
     expiry timeout due by then in it.  Wakes of earlier batches are removed (`remove_wakes`)."""
-    name = f"{WAKE_PREFIX}{at_ms:013d}.parquet"
-    _write_side_file(spark, checkpoint, name, _EMPTY)
+    name, data = wake_file(at_ms)
+    _write_side_file(spark, checkpoint, name, data)
     return name
+
+
+def wake_file(at_ms: int) -> tuple[str, bytes]:
+    """A wake's file name and bytes (what `write_wake` writes)."""
+    return f"{WAKE_PREFIX}{at_ms:013d}.parquet", _EMPTY
 
 
 def remove_wakes(spark: SparkSession, checkpoint: str, before_ms: int) -> int:

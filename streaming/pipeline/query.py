@@ -28,7 +28,6 @@ from streaming.pipeline.backfill import (
     Backfill,
     add_side_source,
     has_seed,
-    has_seed_file,
     remove_wakes,
     seed_source,
     starting_offsets,
@@ -136,10 +135,6 @@ class MirrorQuery:
 
     def remove_wakes(self, before_ms: int) -> int:
         return remove_wakes(self.spark, self.settings.checkpoint_location, before_ms)
-
-    def seeded(self) -> bool:
-        """The checkpoint's query was handed the driver's backfill (a seed, not only wakes)."""
-        return has_seed_file(self.spark, self.settings.checkpoint_location)
 
     def _plan(self, side: bool, starting: str) -> DataFrame:
         from pyspark.sql.streaming.state import GroupStateTimeout
