@@ -21,6 +21,7 @@ from streaming.app.cluster_mirror import BackfillPart, ClientPart, ClusterMirror
 from streaming.app.errors import EXIT_UNREACHABLE, StartupError
 from streaming.app.lag_loop import LagLoop
 from streaming.app.supervisor import QuerySupervisor, SideQuerySupervisor
+from streaming.app.wake import ExpiryWake
 from streaming.lifecycle import Step, Worker
 from streaming.pipeline.progress import ProgressFollower
 from streaming.settings import Settings
@@ -34,6 +35,7 @@ KAFKA_PARTS = [
     "offsets",
     "progress",
     "query",
+    "wake",
     "share_state",
     "supervisor",
 ]
@@ -76,12 +78,12 @@ def test_a_kafka_clusters_parts_in_start_order() -> None:
     assert [p.name for p in c.parts] == KAFKA_PARTS
     kinds = [type(p) for p in c.parts]
     assert kinds == [
-        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, QueryPart,
+        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, QueryPart, ExpiryWake,
         SideQuerySupervisor, QuerySupervisor,
     ]  # fmt: skip
     # the parts the cluster hands out are the ones in its list
     assert c.client is c.parts.parts[0] and c.query is c.parts.parts[7] and c.supervisor is c.parts.parts[-1]
-    assert c.share_state is c.parts.parts[8]
+    assert c.share_state is c.parts.parts[9]
     assert c.parts.name == "cluster synthetic"
 
 
@@ -199,3 +201,20 @@ def test_a_failed_start_is_reported_once_per_cause_and_retried_with_fresh_parts(
     assert len(c.lag._also_wanted) == 1
     runner.stop()  # stops the cluster's parts (none running)
     assert c.parts.running == []
+
+
+def test_mirror_json_keeps_the_last_trigger_of_a_quiet_query() -> None:
+    """A query with no new records runs no batch for hours; its triggers say it was up and read the
+    topic to its end -- the next start must not take that time for downtime (`CheckpointClaim`)."""
+    from streaming.serving.status import BatchStats
+
+    c = _cluster(settings())
+    kept: list[int] = []
+    c.claim = type("Claim", (), {"keep": lambda self, ms: kept.append(ms)})()  # type: ignore[assignment]
+    c.status.batch_done(BatchStats(batch_id=3, finished_at_ms=1_000))
+    c._keep_meta()
+    c.status.triggered(90_000)  # idle triggers since
+    c._keep_meta()
+    c.status.batch_done(BatchStats(batch_id=4, finished_at_ms=95_000))
+    c._keep_meta()
+    assert kept == [1_000, 90_000, 95_000]
