@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -192,6 +193,9 @@ class MirrorQuery:
 
 #: Spark's switch for micro-batches without new data (`no_data_batches`)
 NO_DATA_BATCHES: Final = "spark.sql.streaming.noDataMicroBatches.enabled"
+#: one query start at a time sets the switch: clusters start their queries on threads of their own
+#: against one session, and a checkpoint made before the side input must never start with it off
+_NO_DATA_BATCHES_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -205,15 +209,16 @@ def no_data_batches(spark: SparkSession, *, enabled: bool) -> Iterator[None]:
     theirs.  Off, timeouts fire only in a batch that runs for new data: the expiry wake
     (`streaming.app.wake`) adds a file to the side input when a deadline is due and the query is
     idle."""
-    before = spark.conf.get(NO_DATA_BATCHES, None)
-    spark.conf.set(NO_DATA_BATCHES, "true" if enabled else "false")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(NO_DATA_BATCHES)
-        else:
-            spark.conf.set(NO_DATA_BATCHES, before)
+    with _NO_DATA_BATCHES_LOCK:
+        before = spark.conf.get(NO_DATA_BATCHES, None)
+        spark.conf.set(NO_DATA_BATCHES, "true" if enabled else "false")
+        try:
+            yield
+        finally:
+            if before is None:
+                spark.conf.unset(NO_DATA_BATCHES)
+            else:
+                spark.conf.set(NO_DATA_BATCHES, before)
 
 
 def in_pool(spark: SparkSession, pool: str | None) -> None:
