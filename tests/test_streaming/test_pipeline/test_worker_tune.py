@@ -3,10 +3,13 @@ gc.collect(), and garbage that tasks make is still collected."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from streaming.pipeline import worker_tune
 
 GC_SCRIPT = textwrap.dedent(
     """
@@ -60,3 +63,8 @@ def test_apply_runs_once_per_process() -> None:
     ).stdout.split()  # fmt: skip
     first, second = (int(x) for x in out)
     assert second == first > 0
+    # and in this process, whatever ran before: a further call freezes nothing more
+    worker_tune.apply()
+    frozen = gc.get_freeze_count()
+    worker_tune.apply()
+    assert gc.get_freeze_count() == frozen
