@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import zlib
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -56,6 +57,8 @@ BUCKET_MS: Final = 60_000
 THINNED_BLOCK: Final = 10
 #: the trend is the slope of the group's lag over this much of its newest history
 TREND_MS: Final = 5 * 60_000
+#: groups computed between two calls of the ``pause`` (`LagHistory`)
+PACE_GROUPS: Final = 250
 #: columns before the partitions' in a row: the group's lag (abandoned topics left out, as
 #: kafka_consumergroup_group_sum_lag) and its since (the largest lag in seconds, as _max_lag_seconds)
 GROUP_COLUMNS: Final = 2
@@ -77,6 +80,8 @@ class Chunk:
     abandoned: frozenset[TopicPartition]
     times: bytes
     blob: bytes
+    #: the time the packed sinces are relative to (the group's first round: `pack`)
+    base: int
 
     @property
     def width(self) -> int:
@@ -85,16 +90,46 @@ class Chunk:
     def decode(self) -> tuple[Ints, Ints]:
         """(times, rows x columns matrix), both int64."""
         times = np.frombuffer(self.times, dtype=np.int64)
-        deltas = np.frombuffer(zlib.decompress(self.blob), dtype=np.int64).reshape(len(times), self.width)
-        return times, np.cumsum(deltas, axis=0)
+        return times, unpack(self.blob, len(times), self.width, self.base)
 
     def stored_bytes(self) -> int:
         return len(self.times) + len(self.blob)
 
 
-def pack(rows: Ints) -> bytes:
-    deltas = np.diff(rows, axis=0, prepend=np.zeros((1, rows.shape[1]), dtype=np.int64))
-    return zlib.compress(deltas.astype(np.int64, copy=False).tobytes(), 1)
+#: the narrowest integer type holding a chunk's differences, by its one-byte code
+_DTYPES: Final = (np.int8, np.int16, np.int32, np.int64)
+_RANGES: Final = tuple((-(2 ** (8 * n - 1)), 2 ** (8 * n - 1) - 1) for n in (1, 2, 4, 8))
+
+
+def _since_columns(width: int) -> list[int]:
+    n = (width - GROUP_COLUMNS) // 2
+    return [1, *range(GROUP_COLUMNS + n, GROUP_COLUMNS + 2 * n)]
+
+
+def pack(rows: Ints, t_ref: int) -> bytes:
+    """Rows -> bytes: each row as its difference from the previous one, column after column (a
+    partition's values side by side: an unchanged column is a run of zeros), in the narrowest
+    integer type that holds them, zlib-compressed.  A since is stored as twice its difference from
+    ``t_ref`` (the group's first round), the sentinels as odd numbers (`UNKNOWN` 1, `CAUGHT_UP` 3):
+    four bytes where the time itself needs eight, and the same bytes for the same rows in any
+    minute.  Busy partitions' differences fit in one or two bytes."""
+    rows = rows.copy()
+    cols = _since_columns(rows.shape[1])
+    since = rows[:, cols]
+    rows[:, cols] = np.where(since >= 0, 2 * (since - t_ref), np.where(since == UNKNOWN, 1, 3))
+    deltas = np.diff(rows, axis=0, prepend=np.zeros((1, rows.shape[1]), dtype=np.int64)).T
+    lo, hi = (int(deltas.min()), int(deltas.max())) if deltas.size else (0, 0)
+    code = next(i for i, (low, high) in enumerate(_RANGES) if low <= lo and hi <= high)
+    return bytes([code]) + zlib.compress(np.ascontiguousarray(deltas, dtype=_DTYPES[code]).tobytes(), 6)
+
+
+def unpack(blob: bytes, rows: int, width: int, t_ref: int) -> Ints:
+    deltas = np.frombuffer(zlib.decompress(blob[1:]), dtype=_DTYPES[blob[0]]).reshape(width, rows).T
+    out = np.cumsum(deltas, axis=0, dtype=np.int64)
+    cols = _since_columns(width)
+    stored = out[:, cols]
+    out[:, cols] = np.where(stored % 2 == 0, stored // 2 + t_ref, np.where(stored == 1, UNKNOWN, CAUGHT_UP))
+    return out
 
 
 def thin(times: Ints, rows: Ints, n_partitions: int) -> Ints:
@@ -122,6 +157,7 @@ class _Series:
 
     __slots__ = (
         "abandoned",
+        "base",
         "carry",
         "chunks",
         "keys",
@@ -142,6 +178,8 @@ class _Series:
         self.row: array[int] | None = None
         self.last_t = 0
         self.carry = False
+        #: the time its packed sinces are relative to (its first round)
+        self.base = 0
         #: the rows of the minute being filled (the same row object repeated while unchanged)
         self.open_times: array[int] = array("q")
         self.open_rows: list[array[int]] = []
@@ -154,10 +192,21 @@ class _Series:
 class LagHistory:
     """Group id -> its lag at each round of the last ``minutes`` (every round for the newest 10
     minutes, one point a minute before).  ``minutes`` 0 keeps only each group's newest round (the
-    groups list's lag columns).  Registers itself on ``tracker``'s round listeners."""
+    groups list's lag columns).  Registers itself on ``tracker``'s round listeners.
 
-    def __init__(self, tracker: LagTracker, minutes: int = 60, interval_s: float | None = None) -> None:
+    ``pause``: called after every `PACE_GROUPS` groups computed with the thread CPU seconds they
+    took (the driver waits as long there, as it paces Burrow's evaluation: a round that computes
+    thousands of groups then takes at most half a core from the micro-batches running meanwhile)."""
+
+    def __init__(
+        self,
+        tracker: LagTracker,
+        minutes: int = 60,
+        interval_s: float | None = None,
+        pause: Callable[[float], object] | None = None,
+    ) -> None:
         self.tracker = tracker
+        self.pause = pause
         self.horizon_ms = max(0, minutes) * 60_000
         self.interval_s = interval_s
         self._lock = threading.Lock()
@@ -185,6 +234,7 @@ class LagHistory:
         items = tracker.items()
         live = {gid for gid, _ in items}
         computed = 0
+        busy_from = time.thread_time()
         for gid, view in items:
             s = self._series.get(gid)
             if s is None:
@@ -200,6 +250,9 @@ class LagHistory:
             else:
                 row, keys, abandoned, carry = _row(tracker.lag_rows(view), at)
                 computed += 1
+                if self.pause is not None and computed % PACE_GROUPS == 0:
+                    self.pause(time.thread_time() - busy_from)
+                    busy_from = time.thread_time()
                 if keys == s.keys:
                     keys = s.keys
                     if s.row is not None and row == s.row:
@@ -220,6 +273,8 @@ class LagHistory:
             return  # a round not newer than the last one (the clock went back): not a point
         if s.open_times and (keys is not s.keys or at // BUCKET_MS != s.open_times[-1] // BUCKET_MS):
             self._seal(s)
+        if s.row is None:
+            s.base = at
         s.view, s.row, s.carry, s.last_t = view, row, carry, at
         s.keys, s.abandoned = keys, abandoned
         if self.horizon_ms <= 0:
@@ -236,8 +291,8 @@ class LagHistory:
         if uniform and s.uniform is not None and s.uniform[0] is first and s.uniform[1] == len(rows):
             blob = s.uniform[2].blob  # the same rows as the previous minute: its packed bytes
         else:
-            blob = pack(np.array(rows, dtype=np.int64))
-        chunk = Chunk(s.keys, s.abandoned, times.tobytes(), blob)
+            blob = pack(np.array(rows, dtype=np.int64), s.base)
+        chunk = Chunk(s.keys, s.abandoned, times.tobytes(), blob, s.base)
         s.chunks.append(chunk)
         s.uniform = (first, len(rows), chunk) if uniform else None
         s.open_times, s.open_rows = array("q"), []
@@ -262,14 +317,15 @@ class LagHistory:
             times, rows = last.decode()
             times = np.append(times, at)
             rows = np.vstack([rows, row])
-            s.thinned[-1] = Chunk(last.keys, last.abandoned, times.tobytes(), pack(rows))
+            s.thinned[-1] = Chunk(last.keys, last.abandoned, times.tobytes(), pack(rows, s.base), s.base)
         else:
             s.thinned.append(
                 Chunk(
                     source.keys,
                     source.abandoned,
                     np.array([at], dtype=np.int64).tobytes(),
-                    pack(row[None, :]),
+                    pack(row[None, :], s.base),
+                    s.base,
                 )
             )
 

@@ -10,6 +10,8 @@
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /groups/{id}/timeline  the group's newest change events, newest first
+    GET /groups/{id}/history   the group's lag over the last hour, per group and partition (issue 37)
+    GET /ui/groups, /ui/group  the web UI's pages (issue 37, `streaming.serving.ui`); /ui/config, /ui/assets
     GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
     GET /burrow/admin      Burrow's liveness ("GOOD"); /burrow/admin/ready its readiness ("READY")
 
@@ -50,9 +52,11 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from streaming.serving.group_index import BadParameterError, GroupsQuery, Joined, answer
 from streaming.serving.insights import with_commit_rate
 from streaming.serving.render import resolve_topic_ids
 from streaming.serving.store import SnapshotStore
+from streaming.serving.ui import UI_HEADERS, Asset, UiContext
 
 log = logging.getLogger("coordinator_mirror.http")
 
@@ -195,6 +199,8 @@ class ApiContext:
     lag_route: Callable[[str], tuple[int, Any] | None] | None = None
     #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
     topic_names: Callable[[], Mapping[str, str]] | None = None
+    #: the web UI and what ``GET /groups`` joins to each summary (issue 37); None: neither
+    ui: UiContext | None = None
 
 
 def _ctx(request: Request) -> ApiContext:
@@ -245,12 +251,19 @@ def _json(request: Request, status: int, obj: Any) -> Response:
 
 
 def _groups(request: Request) -> Response:
-    rows = _ctx(request).store.summaries()
-    for name in ("kind", "state"):
-        wanted = set(request.query_params.getlist(name))
-        if wanted:
-            rows = [r for r in rows if r.get(name) in wanted]
-    return _json(request, 200, {"groups": rows, "count": len(rows)})
+    """Every group, or a page of those matching the filters (`streaming.serving.group_index`)."""
+    ctx = _ctx(request)
+    try:
+        query = GroupsQuery.parse(request.query_params.getlist)
+    except BadParameterError as exc:
+        return _json(request, 400, exc.to_json())
+    ui = ctx.ui
+    if ui is None:
+        joined = Joined(None, {}, {})
+    else:
+        history = ui.history
+        joined = Joined(ui.cluster, history.latest_all() if history is not None else {}, dict(ui.statuses()))
+    return _json(request, 200, answer(ctx.store.summaries(), joined, query))
 
 
 def _raw_path(request: Request) -> str:
@@ -302,6 +315,94 @@ def _lag(request: Request) -> Response:
     if routed is None:
         return _json(request, 404, {"error": "not_found", "path": request.url.path})
     return _json(request, *routed)
+
+
+# ------------------------------------------------ the web UI and its history route (issue 37)
+def _history(request: Request) -> Response:
+    """``/groups/{id}/history``: the group's lag over the last ``lag_history_minutes``
+    (`streaming.health.lag_history`).  A group id ending in an encoded "%2Fhistory" is a group."""
+    path = _raw_path(request)
+    if not path.endswith("/history"):
+        return _group(request)
+    ctx = _ctx(request)
+    group_id = unquote(path[len("/groups/") : -len("/history")], errors="replace")
+    history = ctx.ui.history if ctx.ui is not None else None
+    if history is None:
+        return _json(request, 404, {"error": "not_found", "path": request.url.path})
+    body = history.series(group_id)
+    if body is None:
+        held = ctx.store.group(group_id) is not None
+        reason, message = (
+            ("no_lag", "the mirror holds this group but no lag round has measured it (yet)")
+            if held
+            else ("unknown", "the mirror has no such group")
+        )
+        return _json(
+            request,
+            404,
+            {"error": "group_not_found", "group_id": group_id, "reason": reason, "message": message},
+        )
+    return _json(request, 200, body)
+
+
+def _ui(request: Request) -> UiContext | None:
+    ui = _ctx(request).ui
+    return ui if ui is not None and ui.enabled else None
+
+
+def _ui_send(request: Request, asset: Asset) -> Response:
+    """A page or file of the UI: its policy headers, revalidated by ETag (no build step names
+    files by content, so browsers ask again and get a 304 while it is unchanged)."""
+    if asset.etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
+        return Response(
+            status_code=304, headers={**UI_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache"}
+        )
+    response = _send(request, 200, asset.body, asset.content_type)
+    response.headers.update({**UI_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache"})
+    return response
+
+
+def _ui_not_found(request: Request) -> Response:
+    return _json(request, 404, {"error": "not_found", "path": request.url.path})
+
+
+def _ui_root(request: Request) -> Response:
+    """``/ui``: to the groups list (relative, so that a path prefix of a proxy in front stays)."""
+    if _ui(request) is None:
+        return _ui_not_found(request)
+    target = "groups" if _raw_path(request).endswith("/") else "ui/groups"
+    return Response(status_code=302, headers={**UI_HEADERS, "Location": target, "Cache-Control": "no-store"})
+
+
+def _ui_page(request: Request) -> Response:
+    ui = _ui(request)
+    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+    name = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    if ui is None or name not in ui.pages:
+        return _ui_not_found(request)
+    if raw.endswith("/"):  # /ui/groups/: its relative links would miss; the page itself instead
+        query = request.url.query
+        location = f"../{name}" + (f"?{query}" if query else "")
+        return Response(
+            status_code=302, headers={**UI_HEADERS, "Location": location, "Cache-Control": "no-store"}
+        )
+    return _ui_send(request, ui.pages[name])
+
+
+def _ui_asset(request: Request) -> Response:
+    ui = _ui(request)
+    name = request.url.path[len("/ui/assets/") :]
+    asset = ui.assets.get(name) if ui is not None else None
+    if asset is None:
+        return _ui_not_found(request)
+    return _ui_send(request, asset)
+
+
+def _ui_config(request: Request) -> Response:
+    ui = _ui(request)
+    if ui is None:
+        return _ui_not_found(request)
+    return _json(request, 200, ui.config())
 
 
 def ready_body(store: SnapshotStore) -> tuple[bool, dict[str, Any]]:
@@ -374,6 +475,7 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
     ("/groups/{id:path}/lag", _lag, False),
     ("/groups/{id:path}/timeline", _timeline, False),
+    ("/groups/{id:path}/history", _history, False),  # issue 37: the UI's charts (before the group)
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
     ("/ready", _ready, True),
@@ -392,6 +494,13 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/v3/kafka/{cluster}/consumer/{group:path}/status", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}/lag", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}", _lag, False),
+    # -- the web UI (issue 37, `streaming.serving.ui`): its pages, files and settings ---------------
+    ("/ui", _ui_root, False),
+    ("/ui/groups", _ui_page, False),
+    ("/ui/group", _ui_page, False),
+    ("/ui/config", _ui_config, False),
+    ("/ui/assets/{name:path}", _ui_asset, False),
+    # -----------------------------------------------------------------------------------------------
     ("/", _index, False),
 )
 ROUTES = [Route(path, endpoint, methods=["GET"]) for path, endpoint, _ in ROUTE_TABLE]
@@ -524,6 +633,7 @@ class MirrorHTTPServer:
         openmetrics: Callable[[], tuple[bytes, str]] | None = None,
         lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
         topic_names: Callable[[], Mapping[str, str]] | None = None,
+        ui: UiContext | None = None,
         credentials: Credentials | None = None,
         open_probes: bool = True,
         tls_cert_file: Path | None = None,
@@ -534,7 +644,9 @@ class MirrorHTTPServer:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
-        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
+        ctx = ApiContext(
+            store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names, ui
+        )
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)

@@ -1,0 +1,201 @@
+"""``GET /groups``: every group's summary joined with what the driver knows beside the state --
+the cluster, the group's lag in messages and seconds at the newest lag round
+(`streaming.health.lag_history.LagHistory`), Burrow's consumer status -- filtered, sorted and
+paged on the server, so that a page of 50 rows out of 100k groups costs the browser 50 rows.
+
+Without parameters it answers what it always did: every group, sorted by id, ``count`` of them;
+the rows carry the joined fields too.  A bad parameter is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from streaming.health.rules import STATUS_NAMES
+
+#: the fields ``sort`` accepts; a row without the field (null) sorts after every row with it
+SORT_FIELDS: Final = (
+    "group_id",
+    "cluster",
+    "kind",
+    "state",
+    "members",
+    "offsets",
+    "epoch",
+    "lag",
+    "lag_seconds",
+    "consumer_status",
+    "last_rebalance_ms",
+    "last_change_ms",
+)
+#: at most this many rows in one page
+MAX_LIMIT: Final = 10_000
+_STATUS_CODES: Final = {name: code for code, name in enumerate(STATUS_NAMES)}
+
+
+class BadParameterError(ValueError):
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": "bad_parameter", "parameter": self.name, "message": str(self)}
+
+
+@dataclass(frozen=True)
+class GroupsQuery:
+    """The parameters of ``GET /groups`` (each filter optional; repeated values are alternatives)."""
+
+    kinds: frozenset[str] = frozenset()
+    states: frozenset[str] = frozenset()
+    clusters: frozenset[str] = frozenset()
+    statuses: frozenset[str] = frozenset()
+    name: str | None = None
+    min_lag: int | None = None
+    min_lag_seconds: float | None = None
+    sort: str = "group_id"
+    descending: bool = False
+    offset: int = 0
+    limit: int | None = None
+
+    @classmethod
+    def parse(cls, params: Callable[[str], Sequence[str]]) -> GroupsQuery:
+        """From the query string (``params(name)``: every value given for ``name``)."""
+
+        def one(name: str) -> str | None:
+            values = [v for v in params(name) if v != ""]
+            if len(values) > 1:
+                raise BadParameterError(name, f"{name}: given {len(values)} times, at most once")
+            return values[0] if values else None
+
+        def number(name: str, kind: type[int] | type[float], low: float, high: float | None = None) -> Any:
+            text = one(name)
+            if text is None:
+                return None
+            try:
+                value = kind(text)
+            except ValueError:
+                raise BadParameterError(name, f"{name}: {text!r} is not a {kind.__name__}") from None
+            if math.isnan(value) or math.isinf(value) or value < low or (high is not None and value > high):
+                bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+                raise BadParameterError(name, f"{name}: {text!r} must be {bound}")
+            return value
+
+        sort = one("sort") or "group_id"
+        if sort not in SORT_FIELDS:
+            raise BadParameterError("sort", f"sort: {sort!r} is not one of {', '.join(SORT_FIELDS)}")
+        order = one("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise BadParameterError("order", f"order: {order!r} is not asc or desc")
+        statuses = frozenset(v for v in params("consumer_status") if v)
+        unknown = sorted(statuses - set(STATUS_NAMES))
+        if unknown:
+            raise BadParameterError(
+                "consumer_status", f"consumer_status: {unknown[0]!r} is not one of {', '.join(STATUS_NAMES)}"
+            )
+        return cls(
+            kinds=frozenset(v for v in params("kind") if v),
+            states=frozenset(v for v in params("state") if v),
+            clusters=frozenset(v for v in params("cluster") if v),
+            statuses=statuses,
+            name=one("q"),
+            min_lag=number("min_lag", int, 0),
+            min_lag_seconds=number("min_lag_seconds", float, 0),
+            sort=sort,
+            descending=order == "desc",
+            offset=number("offset", int, 0) or 0,
+            limit=number("limit", int, 1, MAX_LIMIT),
+        )
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What ``GET /groups`` adds to each summary: the cluster's name, the newest lag round's totals
+    (group id -> (lag, lag in seconds)), Burrow's latest statuses (group id -> status code)."""
+
+    cluster: str | None
+    totals: Mapping[str, tuple[int | None, float | None]]
+    statuses: Mapping[str, int]
+
+    def row(self, summary: Mapping[str, Any]) -> dict[str, Any]:
+        gid = summary.get("group_id")
+        lag, secs = self.totals.get(gid, (None, None)) if isinstance(gid, str) else (None, None)
+        code = self.statuses.get(gid) if isinstance(gid, str) else None
+        return {
+            **summary,
+            "cluster": self.cluster,
+            "lag": lag,
+            "lag_seconds": secs,
+            "consumer_status": None if code is None else STATUS_NAMES[code],
+        }
+
+
+def answer(summaries: list[dict[str, Any]], joined: Joined, query: GroupsQuery) -> dict[str, Any]:
+    """The body of ``GET /groups``: ``groups`` (the page), ``count`` (rows in it), ``total`` (rows
+    matching the filters), ``offset``, ``limit``.  ``summaries`` sorted by group id."""
+    q = query
+    totals, statuses = joined.totals, joined.statuses
+    if q.clusters and joined.cluster not in q.clusters:
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = summaries
+    if q.kinds:
+        rows = [r for r in rows if r.get("kind") in q.kinds]
+    if q.states:
+        rows = [r for r in rows if r.get("state") in q.states]
+    if q.name:
+        needle = q.name.casefold()
+        rows = [r for r in rows if needle in str(r.get("group_id", "")).casefold()]
+    if q.statuses:
+        wanted = {_STATUS_CODES[s] for s in q.statuses}
+        rows = [r for r in rows if statuses.get(r["group_id"]) in wanted]
+    if q.min_lag is not None:
+        low = q.min_lag
+        rows = [r for r in rows if (n := totals.get(r["group_id"], (None, None))[0]) is not None and n >= low]
+    if q.min_lag_seconds is not None:
+        low_s = q.min_lag_seconds
+        rows = [
+            r for r in rows if (v := totals.get(r["group_id"], (None, None))[1]) is not None and v >= low_s
+        ]
+    rows = _sorted(rows, q, joined)
+    total = len(rows)
+    page = rows[q.offset :] if q.limit is None else rows[q.offset : q.offset + q.limit]
+    out = [joined.row(r) for r in page]
+    return {"groups": out, "count": len(out), "total": total, "offset": q.offset, "limit": q.limit}
+
+
+def _sorted(rows: list[dict[str, Any]], q: GroupsQuery, joined: Joined) -> list[dict[str, Any]]:
+    """Rows with the field first, sorted by it (ties by group id, ascending either way: the
+    summaries come sorted by id and Python's sort is stable, reversed or not), then the rows
+    without it by group id."""
+    field = q.sort
+    if field == "group_id":
+        return rows[::-1] if q.descending else rows
+    if field == "cluster":
+        return rows  # one cluster: every row ties
+    key: Callable[[dict[str, Any]], Any]
+    if field in ("lag", "lag_seconds"):
+        i = 0 if field == "lag" else 1
+        totals = joined.totals
+
+        def key(r: dict[str, Any]) -> Any:
+            return totals.get(r["group_id"], (None, None))[i]
+
+    elif field == "consumer_status":
+        statuses = joined.statuses
+
+        def key(r: dict[str, Any]) -> Any:
+            return statuses.get(r["group_id"])
+
+    else:
+
+        def key(r: dict[str, Any]) -> Any:
+            return r.get(field)
+
+    keyed = [(key(r), r) for r in rows]
+    present = [kr for kr in keyed if kr[0] is not None]
+    present.sort(key=lambda kr: kr[0], reverse=q.descending)
+    return [r for _, r in present] + [r for k, r in keyed if k is None]
