@@ -93,6 +93,8 @@ def register(
 
 def _run(args: argparse.Namespace) -> int:
     configure_logging("INFO", args.log_format)
+    # issue 37: where to look, first (the mirror is up a minute or two later)
+    log.info("the web UI: http://localhost:%d/ui/groups (once the mirror is up)", args.http_port)
     stop = threading.Event()
     workdir = Path(args.workdir).resolve()
     broker = None

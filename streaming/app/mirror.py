@@ -48,6 +48,7 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
+from streaming.health.lag_history import LagHistory
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
 from streaming.pipeline.query import MirrorQuery, stop_between_batches
@@ -63,6 +64,7 @@ from streaming.serving.render import snapshot_renderer
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
+from streaming.serving.ui import UiContext
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -110,6 +112,10 @@ class Mirror:
         self.lag = LagTracker(s.lag_isolation, s.lag_lookup_points)
         self.burrow = Burrow(self.lag, s.cluster_name, s.burrow_intervals, s.burrow_min_distance_s)
         self.lag_exporter = LagExporter(self.lag, self.burrow, s)
+        # issue 37: each group's lag over the last hour, after every round (paced as Burrow is)
+        self.lag_history = LagHistory(
+            self.lag, s.lag_history_minutes, s.lag_interval_s, pause=lambda busy: self._stopped.wait(busy)
+        )
         # issue 26: __share_group_state's query (started by `start`, docs/insights.md)
         self.share_store = ShareStateStore()
         self.share_state: ShareStateMirror | None = None
@@ -254,6 +260,7 @@ class Mirror:
                 health=self.health,
                 lag_route=self._lag_route,
                 topic_names=lambda: self.lag.topic_names,
+                ui=UiContext.from_settings(s, self.lag_history, lambda: self.burrow.watcher.groups),
                 openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
                 credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
                 open_probes=s.http_open_probes,
@@ -262,6 +269,8 @@ class Mirror:
                 idle_timeout_s=s.http_idle_timeout_s,
             ).start()
             log.info("HTTP API at %s", self.http.url)
+            if s.http_ui:
+                log.info("web UI at %s/ui/groups", self.http.url)
         return self
 
     def _hand_over_backfill(self) -> dict[int, int] | None:

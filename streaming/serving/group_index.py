@@ -66,7 +66,7 @@ class GroupsQuery:
         """From the query string (``params(name)``: every value given for ``name``)."""
 
         def one(name: str) -> str | None:
-            values = [v for v in params(name) if v != ""]
+            values = list(params(name))
             if len(values) > 1:
                 raise BadParameterError(name, f"{name}: given {len(values)} times, at most once")
             return values[0] if values else None
@@ -84,22 +84,24 @@ class GroupsQuery:
                 raise BadParameterError(name, f"{name}: {text!r} must be {bound}")
             return value
 
-        sort = one("sort") or "group_id"
+        sort = one("sort")
+        sort = "group_id" if sort is None else sort
         if sort not in SORT_FIELDS:
             raise BadParameterError("sort", f"sort: {sort!r} is not one of {', '.join(SORT_FIELDS)}")
-        order = one("order") or "asc"
+        order = one("order")
+        order = "asc" if order is None else order
         if order not in ("asc", "desc"):
             raise BadParameterError("order", f"order: {order!r} is not asc or desc")
-        statuses = frozenset(v for v in params("consumer_status") if v)
+        statuses = frozenset(params("consumer_status"))
         unknown = sorted(statuses - set(STATUS_NAMES))
         if unknown:
             raise BadParameterError(
                 "consumer_status", f"consumer_status: {unknown[0]!r} is not one of {', '.join(STATUS_NAMES)}"
             )
         return cls(
-            kinds=frozenset(v for v in params("kind") if v),
-            states=frozenset(v for v in params("state") if v),
-            clusters=frozenset(v for v in params("cluster") if v),
+            kinds=frozenset(params("kind")),
+            states=frozenset(params("state")),
+            clusters=frozenset(params("cluster")),
             statuses=statuses,
             name=one("q"),
             min_lag=number("min_lag", int, 0),
