@@ -610,5 +610,10 @@ def run_scenarios(lab: Lab, names: Iterable[str] | None = None) -> dict[str, Sce
         sc = SCENARIOS[name]
         if lab.major < sc.min_kafka:
             raise ValueError(f"scenario {name} needs Kafka {sc.min_kafka}+, broker is {lab.kafka_version}")
-        results[name] = sc.fn(lab)
+        mark = lab.mark()
+        try:
+            results[name] = sc.fn(lab)
+        except BaseException:
+            lab.close_since(mark)  # its members stop now, not when the lab closes
+            raise
     return results

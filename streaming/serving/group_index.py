@@ -1,10 +1,11 @@
 """``GET /groups``: every group's summary joined with what the driver knows beside the state --
-the cluster, the group's lag in messages and seconds at the newest lag round
+its cluster, the group's lag in messages and seconds at the newest lag round
 (`streaming.health.lag_history.LagHistory`), Burrow's consumer status -- filtered, sorted and
 paged on the server, so that a page of 50 rows out of 100k groups costs the browser 50 rows.
 
-Without parameters it answers what it always did: every group, sorted by id, ``count`` of them;
-the rows carry the joined fields too.  A bad parameter is a 400 naming it.
+Without parameters it answers what it always did: every group, cluster after cluster, each's
+sorted by id, ``count`` of them; the rows carry the joined fields too.  A bad parameter is a 400
+naming it.  ``?cluster=`` is the API's own selection (`streaming.serving.api`).
 """
 
 from __future__ import annotations
@@ -51,12 +52,11 @@ class GroupsQuery:
 
     kinds: frozenset[str] = frozenset()
     states: frozenset[str] = frozenset()
-    clusters: frozenset[str] = frozenset()
     statuses: frozenset[str] = frozenset()
     name: str | None = None
     min_lag: int | None = None
     min_lag_seconds: float | None = None
-    sort: str = "group_id"
+    sort: str | None = None
     descending: bool = False
     offset: int = 0
     limit: int | None = None
@@ -85,8 +85,7 @@ class GroupsQuery:
             return value
 
         sort = one("sort")
-        sort = "group_id" if sort is None else sort
-        if sort not in SORT_FIELDS:
+        if sort is not None and sort not in SORT_FIELDS:
             raise BadParameterError("sort", f"sort: {sort!r} is not one of {', '.join(SORT_FIELDS)}")
         order = one("order")
         order = "asc" if order is None else order
@@ -101,7 +100,6 @@ class GroupsQuery:
         return cls(
             kinds=frozenset(params("kind")),
             states=frozenset(params("state")),
-            clusters=frozenset(params("cluster")),
             statuses=statuses,
             name=one("q"),
             min_lag=number("min_lag", int, 0),
@@ -115,10 +113,11 @@ class GroupsQuery:
 
 @dataclass(frozen=True)
 class Joined:
-    """What ``GET /groups`` adds to each summary: the cluster's name, the newest lag round's totals
-    (group id -> (lag, lag in seconds)), Burrow's latest statuses (group id -> status code)."""
+    """What ``GET /groups`` adds to each of a cluster's summaries: the cluster's name, the newest
+    lag round's totals (group id -> (lag, lag in seconds)), Burrow's latest statuses (group id ->
+    status code)."""
 
-    cluster: str | None
+    cluster: str
     totals: Mapping[str, tuple[int | None, float | None]]
     statuses: Mapping[str, int]
 
@@ -135,62 +134,51 @@ class Joined:
         }
 
 
-def answer(summaries: list[dict[str, Any]], joined: Joined, query: GroupsQuery) -> dict[str, Any]:
+def answer(clusters: Sequence[tuple[list[dict[str, Any]], Joined]], query: GroupsQuery) -> dict[str, Any]:
     """The body of ``GET /groups``: ``groups`` (the page), ``count`` (rows in it), ``total`` (rows
-    matching the filters), ``offset``, ``limit``.  ``summaries`` sorted by group id."""
+    matching the filters), ``offset``, ``limit``.  ``clusters``: each selected cluster's summaries
+    (sorted by group id) and what is joined to them, in the settings' order -- the order of the
+    rows without ``sort``."""
     q = query
-    totals, statuses = joined.totals, joined.statuses
-    if q.clusters and joined.cluster not in q.clusters:
-        rows: list[dict[str, Any]] = []
-    else:
-        rows = summaries
-    if q.kinds:
-        rows = [r for r in rows if r.get("kind") in q.kinds]
-    if q.states:
-        rows = [r for r in rows if r.get("state") in q.states]
-    if q.name:
-        needle = q.name.casefold()
-        rows = [r for r in rows if needle in str(r.get("group_id", "")).casefold()]
+    rows: list[dict[str, Any]] = []
+    for summaries, joined in clusters:
+        part = summaries
+        # the summaries' own fields first: a page of 50 out of 100k groups joins only what matches
+        if q.kinds:
+            part = [r for r in part if r.get("kind") in q.kinds]
+        if q.states:
+            part = [r for r in part if r.get("state") in q.states]
+        if q.name:
+            needle = q.name.casefold()
+            part = [r for r in part if needle in str(r.get("group_id", "")).casefold()]
+        rows.extend(joined.row(r) for r in part)
     if q.statuses:
-        wanted = {_STATUS_CODES[s] for s in q.statuses}
-        rows = [r for r in rows if statuses.get(r["group_id"]) in wanted]
+        rows = [r for r in rows if r["consumer_status"] in q.statuses]
     if q.min_lag is not None:
         low = q.min_lag
-        rows = [r for r in rows if (n := totals.get(r["group_id"], (None, None))[0]) is not None and n >= low]
+        rows = [r for r in rows if r["lag"] is not None and r["lag"] >= low]
     if q.min_lag_seconds is not None:
         low_s = q.min_lag_seconds
-        rows = [
-            r for r in rows if (v := totals.get(r["group_id"], (None, None))[1]) is not None and v >= low_s
-        ]
-    rows = _sorted(rows, q, joined)
+        rows = [r for r in rows if r["lag_seconds"] is not None and r["lag_seconds"] >= low_s]
+    rows = _sorted(rows, q)
     total = len(rows)
     page = rows[q.offset :] if q.limit is None else rows[q.offset : q.offset + q.limit]
-    out = [joined.row(r) for r in page]
-    return {"groups": out, "count": len(out), "total": total, "offset": q.offset, "limit": q.limit}
+    return {"groups": page, "count": len(page), "total": total, "offset": q.offset, "limit": q.limit}
 
 
-def _sorted(rows: list[dict[str, Any]], q: GroupsQuery, joined: Joined) -> list[dict[str, Any]]:
-    """Rows with the field first, sorted by it (ties by group id, ascending either way: the
-    summaries come sorted by id and Python's sort is stable, reversed or not), then the rows
-    without it by group id."""
+def _sorted(rows: list[dict[str, Any]], q: GroupsQuery) -> list[dict[str, Any]]:
+    """Rows with the field first, sorted by it (ties in the order given: by cluster, then by
+    group id -- Python's sort is stable, reversed or not), then the rows without it in that order.
+    No ``sort``: the order given."""
     field = q.sort
-    if field == "group_id":
-        return rows[::-1] if q.descending else rows
-    if field == "cluster":
-        return rows  # one cluster: every row ties
+    if field is None:
+        return rows
     key: Callable[[dict[str, Any]], Any]
-    if field in ("lag", "lag_seconds"):
-        i = 0 if field == "lag" else 1
-        totals = joined.totals
+    if field == "consumer_status":
 
         def key(r: dict[str, Any]) -> Any:
-            return totals.get(r["group_id"], (None, None))[i]
-
-    elif field == "consumer_status":
-        statuses = joined.statuses
-
-        def key(r: dict[str, Any]) -> Any:
-            return statuses.get(r["group_id"])
+            status = r["consumer_status"]
+            return None if status is None else _STATUS_CODES[status]
 
     else:
 

@@ -1,7 +1,7 @@
 """The web UI (issue 37): what the HTTP server needs to serve it -- its pages and static files
 (`streaming/serving/ui/`, package data: plain HTML, CSS and ES modules, no build step, nothing
 fetched from the internet), the Content-Security-Policy they are served with, and ``GET /ui/config``
-(what the pages need to know of the mirror: the cluster's name, the lag interval they poll at,
+(what the pages need to know of the mirror: the clusters' names, the lag interval they poll at,
 Grafana's base URL).
 
 Everything a page shows comes from the JSON API the scripts use (``/groups``, ``/groups/{id}``,
@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
-from streaming.health.lag_history import LagHistory
 from streaming.settings import Settings
 
 UI_DIR: Final = Path(__file__).with_name("ui")
@@ -83,44 +81,32 @@ def _version() -> str | None:
 
 @dataclass
 class UiContext:
-    """What the UI's routes read: the settings they show, the lag history, Burrow's statuses."""
+    """What the UI's routes read: its files and the settings the pages show (the groups, their lag
+    history and Burrow's statuses are each cluster's: `streaming.serving.api.ClusterView`)."""
 
-    cluster: str
     enabled: bool = True
     lag_interval_s: float | None = None
     lag_history_minutes: int = 60
     grafana_url: str | None = None
     timeline_events_per_group: int = 50
-    history: LagHistory | None = None
-    #: group id -> Burrow's latest status code (`streaming.health.rules.STATUS_NAMES`)
-    statuses: Callable[[], Mapping[str, int]] = field(default=lambda: {})
     assets: dict[str, Asset] = field(default_factory=load_assets)
     pages: dict[str, Asset] = field(default_factory=load_pages)
 
     @classmethod
-    def from_settings(
-        cls,
-        s: Settings,
-        history: LagHistory | None,
-        statuses: Callable[[], Mapping[str, int]] | None = None,
-    ) -> UiContext:
+    def from_settings(cls, s: Settings) -> UiContext:
         return cls(
-            cluster=s.cluster_name,
             enabled=s.http_ui,
             lag_interval_s=s.lag_interval_s if s.lag_enabled and s.source == "kafka" else None,
             lag_history_minutes=s.lag_history_minutes,
             grafana_url=s.grafana_url,
             timeline_events_per_group=s.timeline_events_per_group,
-            history=history,
-            statuses=statuses or (lambda: {}),
         )
 
-    def config(self) -> dict[str, Any]:
-        """``GET /ui/config``."""
+    def config(self, clusters: list[str]) -> dict[str, Any]:
+        """``GET /ui/config`` (``clusters``: the mirrored clusters' names, in the settings' order)."""
         return {
-            "cluster": self.cluster,
-            # issue 35: several clusters in one mirror; today one
-            "clusters": [self.cluster],
+            "cluster": clusters[0],
+            "clusters": clusters,
             "lag_interval_s": self.lag_interval_s,
             "lag_history_minutes": self.lag_history_minutes,
             "timeline_events_per_group": self.timeline_events_per_group,

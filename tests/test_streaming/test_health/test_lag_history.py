@@ -3,10 +3,12 @@
 computing it again -- round after round over groups that keep up, fall behind, stop, rewind, are
 deleted and come back and partitions whose end moves, stays flat or leaves the round; then the
 thinning with age (one point a minute, the minute's largest values), the horizon, and the
-packing of idle minutes (seeded, property-style, like tests/test_streaming/test_health/test_burrow_incremental.py)."""
+packing of idle minutes (seeded, property-style, like the incremental Burrow
+tests in tests/test_streaming/test_serving/test_burrow.py)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import Any
@@ -85,7 +87,9 @@ def test_newest_point_is_the_lag_api_at_every_round(seed: int) -> None:
             )
             if not idle and rnd.random() < 0.5:
                 ends[tp] += rnd.randrange(1, 30)
-        gone_topic = rnd.choice(sorted({t for t, _ in ends})) if n % 50 == 20 else None if n % 50 == 30 else gone_topic
+        gone_topic = (
+            rnd.choice(sorted({t for t, _ in ends})) if n % 50 == 20 else None if n % 50 == 30 else gone_topic
+        )
         changed: list[tuple[str, Group | None]] = []
         for gid, g in groups.items():
             if gid in deleted or rnd.random() < 0.5:
@@ -111,7 +115,9 @@ def test_newest_point_is_the_lag_api_at_every_round(seed: int) -> None:
             changed.append((back, groups[back].copy()))
         tracker.apply_groups(changed)
         parts = {tp: PartitionEnds(0, end, end) for tp, end in ends.items() if tp[0] != gone_topic}
-        tracker.apply_round(LogOffsets(now, parts, missing_topics=frozenset({gone_topic} if gone_topic else ())))
+        tracker.apply_round(
+            LogOffsets(now, parts, missing_topics=frozenset({gone_topic} if gone_topic else ()))
+        )
         reused += len(tracker.groups) - history.last_computed
         for gid in [*groups, steady.group_id]:
             if gid in deleted:
@@ -123,7 +129,9 @@ def test_newest_point_is_the_lag_api_at_every_round(seed: int) -> None:
             assert got["lag"][-1] == lag, (n, gid)
             assert _close(got["lag_seconds"][-1], secs), (n, gid, got["lag_seconds"][-1], secs)
             assert history.latest(gid) is not None
-            newest = {(p["topic"], p["partition"]): (p["lag"][-1], p["lag_seconds"][-1]) for p in got["partitions"]}
+            newest = {
+                (p["topic"], p["partition"]): (p["lag"][-1], p["lag_seconds"][-1]) for p in got["partitions"]
+            }
             assert newest.keys() == per.keys()
             for key, (want_lag, want_secs) in per.items():
                 assert newest[key][0] == want_lag and _close(newest[key][1], want_secs), (n, gid, key)
@@ -154,7 +162,7 @@ def test_thinned_with_age_and_bounded_by_the_horizon() -> None:
     full = [t for t in times if t >= now - FULL_RESOLUTION_MS]
     thinned = [t for t in times if t < now - FULL_RESOLUTION_MS]
     # every round of the newest ten minutes; one point a minute before
-    assert len(full) >= 59 and all(b - a == 10_000 for a, b in zip(full, full[1:], strict=False))
+    assert len(full) >= 59 and all(b - a == 10_000 for a, b in itertools.pairwise(full))
     assert thinned and len({t // BUCKET_MS for t in thinned}) == len(thinned)
     # a thinned point holds its minute's largest lag (the spike is not lost)
     p0 = next(p for p in s["partitions"] if (p["topic"], p["partition"]) == tp0)
@@ -219,13 +227,13 @@ def test_pack_round_trips_any_rows(seed: int) -> None:
     rnd = random.Random(seed)
     n = rnd.randrange(0, 6)
     width = 2 + 2 * n
-    base = T0 + rnd.randrange(-10**9, 10**9)
+    base = T0 + rnd.randrange(-(10**9), 10**9)
     rows = np.empty((rnd.randrange(1, 20), width), dtype=np.int64)
     since_cols = [1, *range(2 + n, 2 + 2 * n)]
     for r in range(rows.shape[0]):
         for c in range(width):
             if c in since_cols:
-                rows[r, c] = rnd.choice((UNKNOWN, CAUGHT_UP, T0 + rnd.randrange(-10**10, 10**7), 0))
+                rows[r, c] = rnd.choice((UNKNOWN, CAUGHT_UP, T0 + rnd.randrange(-(10**10), 10**7), 0))
             else:
                 rows[r, c] = rnd.choice((UNKNOWN, 0, rnd.randrange(0, 10**4), rnd.randrange(0, 2**62)))
     assert (unpack(pack(rows, base), rows.shape[0], width, base) == rows).all()
