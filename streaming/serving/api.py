@@ -375,8 +375,11 @@ def _timeline(request: Request) -> Response:
     held = _holding(request, group_id)
     if isinstance(held, Response):
         return held
-    timeline = held[1].store.timeline
+    store = held[1].store
+    timeline = store.timeline
     events = timeline.events(group_id, limit)
+    if events is None and group_id in store:
+        events = []  # a group held with no event kept (yet, or the timeline off): none, not a 404
     if events is None:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
     return _json(request, 200, {"group_id": group_id, "kept": timeline.limit, "events": events})
