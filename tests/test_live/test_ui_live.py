@@ -6,7 +6,6 @@ reload.  The markup in the id is text and runs nothing; the console stays clean.
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.parse
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from tests.support.browser import browser, open_page
 from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -29,17 +29,6 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
         c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     finally:
         c.close()
-
-
-def _wait(fn: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
 
 
 def _history(mirror: Any, group: str) -> Any:
@@ -64,7 +53,7 @@ def world(
     try:
         mirror = module_mirrors.start(live_settings(kafka.bootstrap, work, cluster_name="ui"), ready_s=300)
         for g in groups.values():  # held, and measured by a lag round
-            _wait(lambda g=g: _history(mirror, g), 120, f"{g}'s lag history")
+            wait_for(f"{g}'s lag history", lambda g=g: _history(mirror, g), 120)
         with browser() as b:
             yield {
                 "mirror": mirror,
