@@ -32,7 +32,7 @@ def _clusters(seed: int) -> list[tuple[list[dict[str, Any]], Joined]]:
     rnd = random.Random(seed)
     out = []
     for name in ("east", "west"):
-        summaries = [
+        summaries: list[dict[str, Any]] = [
             {
                 "group_id": gid,
                 "kind": rnd.choice(KINDS),
