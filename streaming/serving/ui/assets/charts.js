@@ -5,8 +5,12 @@ import { fmtDuration, fmtInt, h } from "./common.js";
 
 const COLORS = { messages: "#0b57b7", seconds: "#a40e26", rate: "#116329" };
 
-function width(container) {
-  return Math.max(200, Math.floor(container.getBoundingClientRect().width) - 12);
+/** The plot's width: its figure's (one cell of the charts' grid: min-width 0 in app.css, so the
+ * plot never widens its own cell), less the figure's padding. */
+function width(figure) {
+  const style = getComputedStyle(figure);
+  const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  return Math.max(160, Math.floor(figure.getBoundingClientRect().width - padding) - 2);
 }
 
 function last(values) {
@@ -40,11 +44,12 @@ export class Chart {
         values: (u, ticks) => ticks.map((v) => (unit === "seconds" ? fmtDuration(v) : fmtInt(v))),
       });
     });
-    const scales = { x: { time: true } };
+    // one point (or several at one time): a minute either side, not uPlot's years
+    const scales = { x: { time: true, range: (u, lo, hi) => (lo === hi ? [lo - 60, hi + 60] : [lo, hi]) } };
     for (const unit of units) scales[unit] = { auto: true, range: (u, lo, hi) => [0, Math.max(1, hi * 1.05)] };
     this.plot = new globalThis.uPlot(
       {
-        width: width(parent),
+        width: width(this.figure),
         height,
         scales,
         axes,
@@ -67,8 +72,8 @@ export class Chart {
       [[], ...series.map(() => [])],
       this.plotBox,
     );
-    this.resize = new ResizeObserver(() => this.plot.setSize({ width: width(parent), height }));
-    this.resize.observe(parent);
+    this.resize = new ResizeObserver(() => this.plot.setSize({ width: width(this.figure), height }));
+    this.resize.observe(this.figure);
   }
 
   /** New data: times in ms, then one array per series (null: unknown). */
