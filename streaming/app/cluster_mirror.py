@@ -40,6 +40,7 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
+from streaming.health.lag_history import LagHistory
 from streaming.lifecycle import Part, PartGroup, Step, Worker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
@@ -334,6 +335,9 @@ class ClusterMirror:
         self.lag = LagTracker(s.lag_isolation, s.lag_lookup_points)
         self.burrow = Burrow(self.lag, s.cluster_name, s.burrow_intervals, s.burrow_min_distance_s)
         self.lag_exporter = LagExporter(self.lag, self.burrow, s)
+        # issue 37: each group's lag over the last hour, after every round (the lag loop's thread,
+        # paced as Burrow's evaluation is; `pause` waits in that loop, ended by its stop)
+        self.lag_history = LagHistory(self.lag, s.lag_history_minutes, s.lag_interval_s, pause=self._pause)
         self.share_store = ShareStateStore()
         self.metrics = MirrorMetrics(
             s, self.offset_config, self.store, self.status, self.run_status, lag=self.lag_exporter,
@@ -465,11 +469,21 @@ class ClusterMirror:
             self.reconciler = Reconciler(self._client(), self.store, self.status, self.events, now_ms)
         return self.reconciler.round()
 
+    def _pause(self, busy_s: float) -> None:
+        # the lag loop of the parts now built (`rebuild` makes a new one): its stop ends the wait
+        self.lag_loop.sleep(busy_s)
+
     # -- what the API asks of a cluster ----------------------------------------------------------
     def view(self) -> ClusterView:
         """What the HTTP API reads of this cluster."""
         return ClusterView(
-            self.store, self.status, self.lag_route, lambda: self.lag.topic_names, self.share_view()
+            self.store,
+            self.status,
+            self.lag_route,
+            lambda: self.lag.topic_names,
+            self.share_view(),
+            history=self.lag_history,
+            statuses=lambda: self.burrow.watcher.groups,
         )
 
     def share_view(self) -> Callable[[str], dict[str, Any] | None] | None:
