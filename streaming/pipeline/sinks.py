@@ -19,6 +19,7 @@ same rows):
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import time
@@ -74,7 +75,7 @@ def interruption_line(exc: BaseException) -> str | None:
     return "py4j.protocol.Py4JJavaError: " + head
 
 
-class InterruptibleSink:
+class InterruptibleSink(abc.ABC):
     """A ``foreachBatch`` function whose batch, interrupted by ``query.stop()``, fails with
     `interruption_line`'s one line -- Spark's graceful stop -- rather than py4j's whole text: every
     query's sink must, or a stop during its batch prints a StackOverflowError (the share-state
@@ -89,8 +90,9 @@ class InterruptibleSink:
                 raise
             raise BatchInterruptedError(line) from None
 
+    @abc.abstractmethod
     def _batch(self, df: DataFrame, batch_id: int) -> None:
-        raise NotImplementedError
+        """The sink's own work on one micro-batch."""
 
 
 #: file name prefixes of the driver's own events (`MirrorSink.write_driver_events`)
