@@ -221,3 +221,30 @@ def test_a_held_group_without_events_has_an_empty_timeline(server: MirrorHTTPSer
     (a 404 would be an error in the browser's console), an id not held still a 404."""
     assert _api(server, "/groups/a-b_c/timeline")["events"] == []
     assert request(f"{server.url}/groups/nobody/timeline")[0] == 404
+
+
+def test_every_chart_spans_its_points_or_the_last_hour(server: MirrorHTTPServer, chromium: Any) -> None:
+    """A chart's time axis covers its points and little more; one with no point yet spans the last
+    hour up to now -- not uPlot's own guess for no data, which drew years (``May 2027 .. May 2029``)
+    or 1970 under the group page's commit-rhythm chart."""
+    with open_page(chromium) as page:
+        page.page.goto(f"{server.url}/ui/group?id=team%2Forders")
+        page.page.wait_for_selector("figure.chart[data-chart='rhythm']")
+        page.page.wait_for_function(
+            "() => [...document.querySelectorAll('figure.chart')].every(f => f.dataset.points !== undefined)"
+        )
+        now = time.time()
+        charts = page.page.eval_on_selector_all(
+            "figure.chart",
+            "figs => figs.map(f => ({key: f.dataset.chart, min: f.chart.plot.scales.x.min,"
+            " max: f.chart.plot.scales.x.max, xs: f.chart.plot.data[0].filter(x => x !== null)}))",
+        )
+        assert {c["key"] for c in charts} >= {"rhythm"}, charts
+        for c in charts:
+            xs = c["xs"]
+            if not xs:
+                assert abs(c["max"] - now) < 120 and abs(c["max"] - c["min"] - 3600) < 1, c
+                continue
+            assert c["min"] <= min(xs) and c["max"] >= max(xs), c
+            assert c["max"] - c["min"] <= max(max(xs) - min(xs), 120) + 1, c
+        assert page.errors == []

@@ -18,6 +18,16 @@ function last(values) {
   return null;
 }
 
+/** The time axis's span, in s: no point yet -- the last hour up to now (uPlot's own guess for no
+ * data spans years, or starts in 1970); one point, or several at one time -- a minute either side. */
+export function timeRange(u, lo, hi) {
+  if (lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi)) {
+    const now = Date.now() / 1000;
+    return [now - 3600, now];
+  }
+  return lo === hi ? [lo - 60, hi + 60] : [lo, hi];
+}
+
 /**
  * One chart: `series` is a list of {label, unit: "messages"|"seconds"|"rate"}; each unit has its
  * own scale (and axis: the first on the left, a second on the right).
@@ -30,6 +40,7 @@ export class Chart {
     this.label = h("figcaption", {}, caption);
     this.plotBox = h("div", { role: "img" });
     this.figure.append(this.label, this.plotBox);
+    this.figure.chart = this; // for the page's tests: the plot's scales as drawn
     parent.append(this.figure);
     const units = [...new Set(series.map((s) => s.unit))];
     const axes = [{ stroke: "#4a5560", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } }];
@@ -44,8 +55,7 @@ export class Chart {
         values: (u, ticks) => ticks.map((v) => (unit === "seconds" ? fmtDuration(v) : fmtInt(v))),
       });
     });
-    // one point (or several at one time): a minute either side, not uPlot's years
-    const scales = { x: { time: true, range: (u, lo, hi) => (lo === hi ? [lo - 60, hi + 60] : [lo, hi]) } };
+    const scales = { x: { time: true, range: timeRange } };
     for (const unit of units) scales[unit] = { auto: true, range: (u, lo, hi) => [0, Math.max(1, hi * 1.05)] };
     this.plot = new globalThis.uPlot(
       {
