@@ -372,6 +372,11 @@ class LagHistory:
             segments.append((keys, abandoned, times, np.array(rows_list, dtype=np.int64)))
         return render(group_id, segments, self.horizon_ms, self.interval_s)
 
+    def empty(self, group_id: str) -> dict[str, Any]:
+        """``GET /groups/{id}/history`` for a group held but not measured by a lag round yet: no
+        point (a 404 here would be an error in the group page's console at every refresh)."""
+        return render(group_id, [], self.horizon_ms, self.interval_s)
+
     def stored_bytes(self) -> int:
         """The packed bytes held (chunks and the open minutes' rows), all groups -- the memory
         that grows with the history; objects and dictionaries come on top (bench/lag_history.py)."""

@@ -399,16 +399,19 @@ def _history(request: Request) -> Response:
     if view.history is None:
         return _json(request, 404, {"error": "not_found", "path": request.url.path})
     body = view.history.series(group_id)
+    if body is None and view.store.group(group_id) is not None:
+        # held, not measured by a lag round yet: no point, and why
+        body = {**view.history.empty(group_id), "reason": "no_lag"}
     if body is None:
-        reason, message = (
-            ("no_lag", "the mirror holds this group but no lag round has measured it (yet)")
-            if view.store.group(group_id) is not None
-            else ("unknown", "the mirror has no such group")
-        )
         return _json(
             request,
             404,
-            {"error": "group_not_found", "group_id": group_id, "reason": reason, "message": message},
+            {
+                "error": "group_not_found",
+                "group_id": group_id,
+                "reason": "unknown",
+                "message": "the mirror has no such group",
+            },
         )
     return _json(request, 200, {**body, "cluster": name})
 

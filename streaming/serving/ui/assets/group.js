@@ -152,6 +152,11 @@ function trendText(trend) {
   return `${v > 0 ? "+" : ""}${v.toFixed(1)} messages/s over the last ${window} (${v > 0 ? "falling behind" : "catching up"})`;
 }
 
+/** Whether the lag history holds a point (a group held but not measured yet answers none). */
+function measured(history) {
+  return history.ok && history.body.times_ms.length > 0;
+}
+
 function renderLag(lag, history) {
   const box = $("lag-figures");
   if (!lag.ok) {
@@ -166,7 +171,7 @@ function renderLag(lag, history) {
         ["Lag now (messages)", fmtInt(totals.lag), "lag", totals.lag],
         ["Lag now (seconds)", fmtSeconds(totals.seconds), "lag_seconds", totals.seconds],
         ["Measured", timeEl(body.sampled_at_ms), "sampled_at_ms", body.sampled_at_ms],
-        ["Trend", history.ok ? trendText(history.body.trend) : "no history", "trend", history.ok ? history.body.trend.lag_per_second : null],
+        ["Trend", measured(history) ? trendText(history.body.trend) : "no history", "trend", measured(history) ? history.body.trend.lag_per_second : null],
         ["Time to catch up", catchUpText(body.catch_up), "catch_up", body.catch_up === undefined ? null : body.catch_up],
         body.deleted_topics && body.deleted_topics.length ? ["Deleted topics", body.deleted_topics.join(", "), "deleted_topics", body.deleted_topics] : null,
         body.denied_topics && body.denied_topics.length ? ["Topics not readable (ACL)", body.denied_topics.join(", "), "denied_topics", body.denied_topics] : null,
@@ -174,7 +179,7 @@ function renderLag(lag, history) {
     );
   }
   const parent = $("group-charts");
-  if (!history.ok) {
+  if (!measured(history)) {
     if (charts.group) {
       charts.group.remove();
       charts.group = null;
