@@ -377,3 +377,45 @@ def decode(blob: bytes | bytearray | memoryview) -> Group:
 
 def blob_version(blob: bytes) -> int:
     return blob[0]
+
+
+#: the positions of the fields `committed_offsets` reads in a v1+ row (`_row_v1`)
+_KIND, _PROTOCOL_TYPE, _MEMBERS, _OFFSETS = 1, 2, 20, 24
+
+
+def committed_offsets(
+    blob: bytes | bytearray | memoryview,
+) -> tuple[str | None, dict[TopicPartition, tuple[int, int]]]:
+    """The group's display kind (`Group.display_kind`) and committed offsets, ``(topic, partition)
+    -> (offset, commit timestamp ms)``, read from state bytes of any version without decoding the
+    rest (members are skipped, not built): what the driver's offset history reads from every
+    changed group of every micro-batch (`streaming.serving.offset_history`)."""
+    data = bytes(blob)
+    if not data or data[0] == 0:
+        g = decode(data)
+        return g.display_kind, {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    if data[0] not in _DECODERS:
+        raise StateCodecError(f"state blob version {data[0]} is newer than this code (max {CURRENT_VERSION})")
+    try:
+        u = msgpack.Unpacker(raw=False, strict_map_key=False)
+        u.feed(memoryview(data)[1:])
+        u.read_array_header()
+        kind = protocol_type = None
+        members = 0
+        for i in range(_OFFSETS):
+            if i == _KIND:
+                kind = u.unpack()
+            elif i == _PROTOCOL_TYPE:
+                protocol_type = u.unpack()
+            elif i == _MEMBERS:
+                members = u.read_array_header()
+                for _ in range(members):
+                    u.skip()
+            else:
+                u.skip()
+        offsets = _offsets_in(u.unpack())
+    except (ValueError, TypeError, KeyError, msgpack.ExtraData, msgpack.OutOfData) as exc:
+        raise StateCodecError(f"state blob version {data[0]} does not decode: {exc}") from exc
+    # Group.display_kind, from the three fields it reads
+    display = "simple" if kind == "classic" and protocol_type is None and not members else kind
+    return display, {tp: (e[0], e[3]) for tp, e in offsets.items()}

@@ -31,6 +31,7 @@ HTTP (API, /metrics)        streaming.serving.api / .metrics     uvicorn's
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -48,18 +49,21 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
+from streaming.health.retention import RECORDS_LOST, RetentionWatch
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
 from streaming.pipeline.query import MirrorQuery, stop_between_batches
 from streaming.pipeline.recovery import SparkCheckpointFiles, has_planned_batch
 from streaming.pipeline.session import add_plugin_jars, mirror_session, warm_in_background
 from streaming.pipeline.share_state import ShareStateMirror
-from streaming.pipeline.sinks import MirrorSink
+from streaming.pipeline.sinks import HEALTH_EVENTS, MirrorSink
 from streaming.serving.api import MirrorHTTPServer, credentials_from
 from streaming.serving.burrow import Burrow, lag_route
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import MirrorMetrics, exposition, openmetrics_exposition
+from streaming.serving.offset_history import OffsetHistory
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.reset_plan import needs_command_config, offsets_route
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore
 from streaming.serving.store import SnapshotStore
@@ -109,9 +113,17 @@ class Mirror:
         # lag and consumer health: fed by the sink (groups) and the lag loop (log offsets)
         self.lag = LagTracker(s.lag_isolation, s.lag_lookup_points)
         self.burrow = Burrow(self.lag, s.cluster_name, s.burrow_intervals, s.burrow_min_distance_s)
-        self.lag_exporter = LagExporter(self.lag, self.burrow, s)
+        # issue 38: records lost to retention (a round listener), offsets as of a moment
+        self.retention = RetentionWatch(self.lag)
+        self.retention.emit = self._retention_events
+        self.lag_exporter = LagExporter(self.lag, self.burrow, s, retention=self.retention)
+        self.offset_history = OffsetHistory.from_settings(
+            s, states=self.store.states, topic_names=lambda: self.lag.topic_names, retention=self.retention
+        )
         # issue 26: __share_group_state's query (started by `start`, docs/insights.md)
         self.share_store = ShareStateStore()
+        if self.offset_history is not None:
+            self.share_store.listeners.append(self.offset_history.on_share_state)
         self.share_state: ShareStateMirror | None = None
         self.metrics = MirrorMetrics(
             s, self.offset_config, self.store, self.run_status, lag=self.lag_exporter, share=self.share_store
@@ -186,12 +198,15 @@ class Mirror:
             )
             claim.claim()
         ensure_output_topics(s, self._open_output_client)
+        if self.offset_history is not None:
+            self.offset_history.start()  # loaded before the first batch
         self.query_def = MirrorQuery(
             spark,
             s,
             self.store,
             self.offset_config,
-            on_batch=[self.lag_loop.on_batch],
+            on_batch=[self.lag_loop.on_batch]
+            + ([self.offset_history.on_batch] if self.offset_history is not None else []),
             on_sink=self.events.attach,
             on_observed=self.run_status.add_observed,
         )
@@ -260,6 +275,7 @@ class Mirror:
                 tls_cert_file=s.http_tls_cert_file,
                 tls_key_file=s.http_tls_key_file,
                 idle_timeout_s=s.http_idle_timeout_s,
+                offsets_at=self._offsets_at,
             ).start()
             log.info("HTTP API at %s", self.http.url)
         return self
@@ -306,7 +322,33 @@ class Mirror:
             _now_ms(),
             filtered=lambda gid: bool(keep) and not keep.keeps(gid),
             mirrored=mirrored,
+            retention=self.retention,
+            share=self.share_store,
         )
+
+    def _offsets_at(self, group_id: str, at: str | None) -> tuple[int, Any]:
+        """``GET /groups/{id}/offsets?at=`` (issue 38, `streaming.serving.reset_plan`)."""
+        r = self.lag.round
+        return offsets_route(
+            self.offset_history,
+            group_id,
+            at,
+            _now_ms(),
+            bootstrap=self.settings.bootstrap_servers,
+            command_config=needs_command_config(self.settings.kafka_options),
+            log_starts=lambda: (
+                {}
+                if r is None
+                else {tp: e.earliest for tp, e in r.partitions.items() if e.earliest is not None}
+            ),
+        )
+
+    def _retention_events(self, events: list[dict[str, Any]], at_ms: int) -> None:
+        """Records lost to retention (issue 38): counted, logged, written as driver events."""
+        self.store.add_tallies({("event", RECORDS_LOST): len(events)})
+        for e in events:
+            log.warning("records lost to retention: %s", json.dumps(e, ensure_ascii=False))
+        self.events.write(events, at_ms, HEALTH_EVENTS)
 
     # -- what the parts hold, for the commands and the tests --------------------------------------
     @property
@@ -419,6 +461,8 @@ class Mirror:
                 log.exception("stopping the query failed")
         if self.progress is not None:
             self.progress.stop()
+        if self.offset_history is not None:  # after the last batch: its final snapshot
+            self.offset_history.stop()
         if self.http is not None:
             self.http.stop()
         # the driver's own Kafka clients: dropping them closes their Admin client (no

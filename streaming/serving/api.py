@@ -10,6 +10,7 @@
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /groups/{id}/timeline  the group's newest change events, newest first
+    GET /groups/{id}/offsets?at=<time>  committed offsets as of a moment and the reset plan (issue 38)
     GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
     GET /burrow/admin      Burrow's liveness ("GOOD"); /burrow/admin/ready its readiness ("READY")
 
@@ -195,6 +196,8 @@ class ApiContext:
     lag_route: Callable[[str], tuple[int, Any] | None] | None = None
     #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
     topic_names: Callable[[], Mapping[str, str]] | None = None
+    #: issue 38: ``GET /groups/{id}/offsets?at=`` (see `OffsetsAt`); None: the history is off
+    offsets_at: OffsetsAt | None = None
 
 
 def _ctx(request: Request) -> ApiContext:
@@ -304,6 +307,26 @@ def _lag(request: Request) -> Response:
     return _json(request, *routed)
 
 
+# ------------------------------------------------------------ issue 38: offsets as of a moment
+#: ``GET /groups/{id}/offsets?at=<time>``: (group id, the ``at`` parameter) -> (HTTP status, JSON)
+#: (`streaming.serving.reset_plan.offsets_route` over the mirror's offset history)
+OffsetsAt = Callable[[str, str | None], tuple[int, Any]]
+
+
+def _offsets_at(request: Request) -> Response:
+    """``/groups/{id}/offsets?at=``: the group's committed offsets at a moment and the reset plan
+    back to them.  A group id ending in an encoded "%2Foffsets" is a group, not this route."""
+    path = _raw_path(request)
+    if not path.endswith("/offsets"):
+        return _group(request)
+    group_id = unquote(path[len("/groups/") : -len("/offsets")], errors="replace")
+    hook = _ctx(request).offsets_at
+    if hook is None:
+        return _json(request, 404, {"error": "offset_history_off", "group_id": group_id})
+    return _json(request, *hook(group_id, request.query_params.get("at")))
+
+
+# ----------------------------------------------------------------------------------- readiness
 def ready_body(store: SnapshotStore) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
@@ -374,6 +397,7 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
     ("/groups/{id:path}/lag", _lag, False),
     ("/groups/{id:path}/timeline", _timeline, False),
+    ("/groups/{id:path}/offsets", _offsets_at, False),  # issue 38
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
     ("/ready", _ready, True),
@@ -530,11 +554,13 @@ class MirrorHTTPServer:
         tls_key_file: Path | None = None,
         idle_timeout_s: float = 15.0,
         request_timeout_s: float = 10.0,
+        offsets_at: OffsetsAt | None = None,
     ) -> None:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
         ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
+        ctx.offsets_at = offsets_at  # issue 38
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)
