@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab.records import DAY, Log, cm, tip
-from state.codec import CURRENT_VERSION, StateCodecError, blob_version, decode, encode
+from state.codec import CURRENT_VERSION, StateCodecError, blob_version, committed_offsets, decode, encode
 from state.expiry import expire
 from state.model import COUNTERS, Group
 from state.replay import fold
@@ -169,3 +169,37 @@ def test_v3_keeps_timing_and_commit_rhythm() -> None:
     assert back == g
     assert back.timing == g.timing and back.last_timing == g.last_timing
     assert back.commit_window == g.commit_window
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_committed_offsets_read_without_the_rest(version: int) -> None:
+    """`committed_offsets` (the offset history's read of every changed group) agrees with a full
+    decode for every version ever written, and for each kind's display name."""
+    blob = _rich_group_blob(version)
+    g = decode(blob)
+    kind, offsets = committed_offsets(blob)
+    assert kind == g.display_kind
+    assert offsets == {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    assert offsets  # the frozen blobs hold offsets
+
+
+def _rich_group_blob(version: int) -> bytes:
+    if version == CURRENT_VERSION:
+        return encode(_rich_group())
+    return Path(__file__).with_name(f"state_v{version}.bin").read_bytes()
+
+
+def test_committed_offsets_of_every_kind() -> None:
+    log = Log()
+    log.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)])})
+    log.commit("k", "t", 0, 11, topic_id="T")
+    log.commit("simple", "t", 3, 4)
+    log.streams_member("s", "m")
+    log.commit("s", "in", 1, 9)
+    log.share_member("sh", "m")
+    for gid, kind in (("k", "consumer"), ("simple", "simple"), ("s", "streams"), ("sh", "share")):
+        g = fold(None, [r for r in log.records if r.key.group_id == gid]).group
+        assert g is not None
+        assert committed_offsets(encode(g)) == (kind, {tp: (e[0], e[3]) for tp, e in g.offsets.items()})
+    with pytest.raises(StateCodecError):
+        committed_offsets(b"\x03\x91")

@@ -1,0 +1,73 @@
+"""What issue 38 adds to ``GET /groups/{id}/lag`` and the lag metrics (`streaming.serving.lag_view`),
+pure: the fixed ``catch_up`` shape per partition and for the group, log start, retention margin and
+records lost; the same figures as series.  A share group's rows against Kafka: test_share_live.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.synthetic import exporter, feed_lag, kip848, settings, stable_classic, tracker_of
+from streaming.health.catch_up import STATES
+from streaming.serving.burrow import lag_route
+from tests.support.exposition import parse
+
+CATCH_UP_KEYS = {"state", "seconds", "consume_rate", "produce_rate"}
+
+
+def _mirror() -> Any:
+    m = exporter(settings())
+    feed_lag(m, [stable_classic("fast", 4), kip848("slow/ü", 4)], moving=True)
+    return m
+
+
+def test_lag_body_carries_catch_up_and_retention() -> None:
+    m = _mirror()
+    tracker, burrow = tracker_of(m)
+    retention = m.lag.retention
+    bodies = {}
+    for gid in ("fast", "slow/ü"):
+        status, body = lag_route(
+            tracker, burrow, f"/groups/{gid.replace('/', '%2F')}/lag", 0, retention=retention
+        ) or (0, {})
+        assert status == 200, body
+        bodies[gid] = body
+        assert set(body["catch_up"]) == CATCH_UP_KEYS and body["catch_up"]["state"] in STATES
+        for x in body["partitions"]:
+            assert set(x["catch_up"]) == CATCH_UP_KEYS
+            assert x["log_start_offset"] is not None and x["records_lost"] >= 0
+    fast = bodies["fast"]
+    assert fast["catch_up"]["state"] in ("catching_up", "caught_up")
+    assert fast["catch_up"]["seconds"] == max(x["catch_up"]["seconds"] for x in fast["partitions"])
+    assert fast["catch_up"]["consume_rate"] == sum(x["catch_up"]["consume_rate"] for x in fast["partitions"])
+    slow = bodies["slow/ü"]
+    assert slow["catch_up"]["state"] == "falling_behind" and slow["catch_up"]["seconds"] is None
+    closing = [x for x in slow["partitions"] if x["retention_margin"]["seconds"] is not None]
+    assert closing and slow["retention_margin"]["seconds"] == min(
+        x["retention_margin"]["seconds"] for x in closing
+    )
+    # feed_lag's second round moved one partition's log start past its committed offset
+    lost = [x for b in bodies.values() for x in b["partitions"] if x["records_lost"]]
+    assert (
+        len(lost) == 1
+        and lost[0]["records_lost"] == lost[0]["log_start_offset"] - lost[0]["committed_offset"]
+    )
+
+
+def test_the_series_say_what_the_body_says() -> None:
+    m = _mirror()
+    tracker, burrow = tracker_of(m)
+    samples = parse(m.lag.exposition())
+    for gid in ("fast", "slow/ü"):
+        _, body = lag_route(
+            tracker, burrow, f"/groups/{gid.replace('/', '%2F')}/lag", 0, retention=m.lag.retention
+        ) or (0, {})
+        labels = (("cluster_name", "synthetic"), ("group", gid))
+        states = {
+            dict(k[1])["state"]: v
+            for k, v in samples.items()
+            if k[0] == "coordinator_mirror_group_catch_up_state" and set(labels) <= set(k[1])
+        }
+        assert states == {s: float(s == body["catch_up"]["state"]) for s in STATES}
+        secs = samples.get(("coordinator_mirror_group_catch_up_seconds", labels))
+        assert secs == body["catch_up"]["seconds"]
+        assert samples[("coordinator_mirror_group_records_lost_total", labels)] == body["records_lost"]
