@@ -269,6 +269,17 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
             source="state.abandoned",
         ),
         _g(
+            "coordinator_mirror_group_epoch_bumps_total",
+            "counter",
+            "Generation and target assignment epoch bumps, by cause (issue 38): rebalance (counted in "
+            "coordinator_mirror_group_rebalances_total too), static_rejoin (a static member came back "
+            "and took its assignment again: streams groups on Kafka 4.4) and share_initialization (a "
+            "share group's partitions were initialised) -- the last two are no rebalance; KIP-848, "
+            "share and streams groups have all three, classic groups rebalance only.",
+            "cause",
+            source="snapshot counters.rebalances / static_rejoins / share_initializations",
+        ),
+        _g(
             "coordinator_mirror_group_abandoned_expiry_timestamp_seconds",
             "gauge",
             "When the broker will expire the topic's first abandoned offset (Unix time; Kafka counts "
