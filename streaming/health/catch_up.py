@@ -43,6 +43,9 @@ CAUGHT_UP: Final = "caught_up"
 CATCHING_UP: Final = "catching_up"
 FALLING_BEHIND: Final = "falling_behind"
 UNKNOWN: Final = "unknown"
+#: a partition whose only commit in the window is older than this reads as a stopped consumer
+#: (0 records/s) instead of an unknown rate
+STOPPED_AFTER_MS: Final = 60_000
 #: the states, in the order a group takes the worst of (`group_estimate`)
 STATES: Final = (CAUGHT_UP, CATCHING_UP, UNKNOWN, FALLING_BEHIND)
 
@@ -70,7 +73,7 @@ class CatchUp:
 def consume_rate(commits: Sequence[tuple[int, int]], now_ms: int) -> float | None:
     """Records/s from ``(timestamp_ms, offset)`` commits, oldest first (`window_rate` of the first
     and the newest)."""
-    if len(commits) < 2:
+    if not commits:
         return None
     return window_rate(len(commits), commits[0], commits[-1], now_ms)
 
@@ -82,7 +85,8 @@ def window_rate(n: int, first: tuple[int, int], last: tuple[int, int], now_ms: i
     decays to 0).  None with fewer than two commits or no time between them; never negative (a
     rewind reads as 0)."""
     if n < 2:
-        return None
+        # one commit: no rate yet -- unless it is old enough to call the consumer stopped
+        return 0.0 if n == 1 and now_ms - last[0] > STOPPED_AFTER_MS else None
     (t0, o0), (t1, o1) = first, last
     span = t1 - t0
     if span <= 0:

@@ -15,7 +15,8 @@ from the rounds of log offsets the lag tracker applies; and the margin before it
   seconds at the current rates: the log start advances at the produce rate in a steady state
   (time- or size-based retention deletes what was appended that long ago), the committed offset at
   the consume rate, so the gap closes at ``produce - consume`` records/s; null when it is not
-  closing.  The log start really moves in whole segments, so it jumps: the seconds are when the
+  closing.  A group without a measured consume rate (a single commit in its window) is taken not
+  to move: the margin is then the worst case.  The log start really moves in whole segments, so it jumps: the seconds are when the
   gap closes on average, not the next segment deletion.
 
 What it cannot know: records deleted between two rounds of a group's partition that the group
@@ -54,7 +55,8 @@ class Margin:
 def margin(committed: int, log_start: int, consume: float | None, produce: float | None) -> Margin:
     """The margin before retention deletes unread records of a partition (see the module doc)."""
     gap = max(0, committed - log_start)
-    if gap == 0 or consume is None or produce is None or produce <= consume:
+    consume = 0.0 if consume is None else consume  # no measured rate (one commit): not moving
+    if gap == 0 or produce is None or produce <= consume:
         return Margin(gap, 0.0 if gap == 0 else None)
     return Margin(gap, gap / (produce - consume))
 

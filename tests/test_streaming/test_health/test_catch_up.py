@@ -58,7 +58,9 @@ def test_consume_rate_of_a_live_consumer_and_its_decay_once_stopped() -> None:
     # then the span stretches to now: a stopped consumer decays towards 0
     assert consume_rate(commits, 110 * S) == pytest.approx(500 / 100)
     assert consume_rate(commits, 10_010 * S) == pytest.approx(500 / 10_000)
-    assert consume_rate(commits[:1], 10 * S) is None
+    assert consume_rate(commits[:1], 10 * S) is None  # one commit: no rate yet
+    assert consume_rate(commits[:1], 61 * S) == 0.0  # ... until it is a minute old: stopped
+    assert consume_rate([], 10 * S) is None
     assert window_rate(2, (5, 100), (5, 200), 10) is None  # no time between them
     assert consume_rate([(0, 500), (10 * S, 100)], 10 * S) == 0.0  # a rewind is no consumption
 

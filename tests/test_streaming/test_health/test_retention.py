@@ -95,7 +95,7 @@ def test_a_deleted_group_takes_its_counts_along(watched: Any) -> None:
         (1000, 400, 0.0, 10.0, Margin(600, 60.0)),  # stopped: the log start reaches it in 60 s
         (1000, 400, 4.0, 10.0, Margin(600, 100.0)),
         (1000, 400, 10.0, 10.0, Margin(600, None)),  # not closing
-        (1000, 400, None, 10.0, Margin(600, None)),
+        (1000, 400, None, 10.0, Margin(600, 60.0)),  # no rate measured: taken as stopped
         (300, 400, 0.0, 10.0, Margin(0, 0.0)),  # already past: lost
         (400, 400, 0.0, 10.0, Margin(0, 0.0)),
     ],
