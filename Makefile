@@ -1,7 +1,8 @@
 # coordinator-mirror -- `make help` lists the targets.
 #
-# The three promises: `make setup` installs everything (only what is missing), `make demo` runs
-# the mirror on an embedded local Kafka with demo groups, `make test` runs every test.
+# The three promises: `make setup` installs what running the mirror and the demo need (only what is
+# missing), `make demo` runs the mirror on an embedded local Kafka with demo groups, `make test`
+# runs every test -- and first installs, when missing, what only the tests need (`make test-tools`).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -47,9 +48,14 @@ export COORDINATOR_MIRROR_KAFKA_CLIENTS_VERSION := $(KAFKA_CLIENTS_VERSION)
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+# `setup` is what the mirror and the demo need, nothing else (tests/test_docs/test_make.py keeps it
+# so); what only the tests or the chart need is `test-tools`, which `make test` installs.
 .PHONY: setup
-setup: venv jars class-archive tools chart-tools ## install everything: venv + package, Maven artifacts, the JVM's class archive, prometheus, chart tools
+setup: venv jars ## what running the mirror and the demo needs: .venv with the package and the lab, the Kafka, Spark-connector and client jars
 	@echo "setup complete: $(PY), jars in $(JARS_DIR)/"
+
+.PHONY: test-tools
+test-tools: test-jars tools chart-tools class-archive ## what only the tests need (make test installs it): the older broker, a client plugin, promtool, a Kerberos KDC, the chart tools, the JVM's class archive
 
 .PHONY: venv
 venv: $(VENV_STAMP) ## Python venv at .venv with the package (editable) and dev tools
@@ -62,8 +68,9 @@ $(VENV_STAMP): pyproject.toml lab/pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-.PHONY: jars
-jars: $(KAFKA_STAMP) $(KAFKA_OLD_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) $(CLIENTS_STAMP) $(PLUGINS_STAMP) ## resolve the Kafka brokers, Spark's Kafka connector and the driver's kafka-clients from Maven Central; build jvm/localfs and jvm/bridge
+.PHONY: jars test-jars
+jars: $(KAFKA_STAMP) $(SPARK_STAMP) $(PROBE_STAMP) $(LOCALFS_STAMP) $(CLIENTS_STAMP) ## resolve the Kafka broker, Spark's Kafka connector and the driver's kafka-clients from Maven Central; build jvm/localfs and jvm/bridge
+test-jars: $(KAFKA_OLD_STAMP) $(PLUGINS_STAMP) ## the older Kafka broker and a vendor's client plugin, for the tests
 
 $(JARS_DIR)/kafka-%/.complete: jvm/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) is required: apt-get install maven" >&2; exit 1; }
@@ -96,7 +103,9 @@ $(JARS_DIR)/localfs-%/.complete: $(LOCALFS_SRC) $(VENV_STAMP)
 
 # The Spark driver JVM's class-data-sharing archive (streaming/pipeline/class_archive.py): a mirror
 # replays a small capture file in a JVM that dumps the classes it loaded; the mirror maps them at
-# start when the archive is there (a JVM start ~5 s of CPU shorter). Not having it only costs that.
+# start when the archive is there (a JVM start ~5 s of CPU shorter). Not having it only costs that,
+# so `setup` does not wait for it: the image build makes it, `make test` (the tests start many
+# JVMs), and `make demo` in the background when there is none, for its next start (lab/demo.py).
 CLASS_ARCHIVE := $(JARS_DIR)/cds/spark-driver-$(SPARK_VERSION).jsa
 
 .PHONY: class-archive
@@ -124,6 +133,7 @@ $(JARS_DIR)/clients-%/.complete: $(BRIDGE_SRC)
 	@rm -rf $(JARS_DIR)/clients-$*/classes
 	@touch $@
 
+# A vendor's Kafka client plugin, only for the tests (tests/test_security/test_client_dialects.py).
 $(PLUGINS_STAMP):
 	@rm -rf $(JARS_DIR)/test-plugins
 	$(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
@@ -138,6 +148,7 @@ $(JARS_DIR)/tools-%/.complete: $(wildcard jvm/tools/src/*.java) $(JARS_DIR)/kafk
 	javac -d $(JARS_DIR)/tools-$* -cp '$(JARS_DIR)/kafka-$*/*' jvm/tools/src/*.java
 	@touch $@
 
+# The tests' system tools (`test-tools`).
 # MIT Kerberos (Debian's krb5-kdc, krb5-admin-server): the test broker's GSSAPI listener runs a KDC
 # of its own (lab/kdc.py: krb5kdc, kdb5_util, kadmin.local in a temp dir); the system's KDC services
 # the packages install are not used, so they are disabled.
@@ -253,11 +264,11 @@ demo: venv jars ## run the mirror on an embedded local Kafka with demo consumer 
 	$(VENV)/bin/coordinator-mirror demo
 
 .PHONY: test
-test: setup ## run every test: unit, real broker, real Spark, Prometheus
+test: setup test-tools ## run every test: unit, real broker, real Spark, Prometheus (installs test-tools first)
 	CI=$${CI:-} $(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: vectors
-vectors: venv jars ## regenerate tests/vectors/kafka-*.json from real 4.x and 3.x brokers, checked against Kafka's formatters
+vectors: venv jars test-jars ## regenerate tests/vectors/kafka-*.json from real 4.x and 3.x brokers, checked against Kafka's formatters
 	$(PY) tests/vectors/make_vectors.py
 
 .PHONY: check

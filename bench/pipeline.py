@@ -205,13 +205,13 @@ def mirror_backfill(
     mirror.sink.on_batch.append(
         lambda batch_id, rows: phases.__setitem__(
             batch_id,
-            {k: getattr(mirror.store.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
+            {k: getattr(mirror.status.last_batch, k) for k in ("compute_ms", "apply_ms", "write_ms")},
         )
     )
-    backlog = sum(mirror.store.readiness.targets.values()) - sum(mirror.store.readiness.starts.values())
+    backlog = sum(mirror.status.targets().values()) - sum(mirror.status.starts().values())
     query_started = time.monotonic()
     while not mirror.wait_ready(30):
-        log(f"(b) catching up: {100 * mirror.store.readiness.progress():.1f}%")
+        log(f"(b) catching up: {100 * mirror.status.view().progress:.1f}%")
     # from Mirror.start (the session already up): with ``backfill: driver`` the backfill is
     # folded inside start, before the query starts, so "from the query's start" measures nothing
     elapsed_b = time.monotonic() - started
@@ -328,7 +328,7 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     # ready) is not the steady state: the load starts once it is committed, and how long after
     # ready that was is reported
     waited = time.monotonic()
-    while mirror.store.last_batch.batch_id < 0:
+    while mirror.status.last_batch.batch_id < 0:
         time.sleep(0.1)
     first_batch_after_ready_s = round(time.monotonic() - waited, 1)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -677,7 +677,7 @@ def main() -> int:
         log(f"committed to {burst} groups in one transaction in {time.monotonic() - t1:.1f}s")
         # a batch completed before the commit returned cannot hold the burst's rows (the progress
         # history may still be catching up with it: a late batch of the latency phase is not one)
-        completed_before = mirror.store.last_batch.batch_id
+        completed_before = mirror.status.last_batch.batch_id
         # Read-committed makes the transaction visible partition by partition, as the coordinator
         # writes its commit markers: a micro-batch planned between two markers splits the burst.
         # The batches that hold its rows (one, usually) are taken together.
@@ -711,7 +711,7 @@ def main() -> int:
         figures["state_bytes"] = mirror.progress_history[-1].get("state_bytes")
         # reconciliation rounds meanwhile (ListGroups over every group; CM_RECONCILE_INTERVAL_S
         # shortens the 300 s default to see some in a bench)
-        figures["reconcile_rounds"] = dict(mirror.store.status.reconcile_rounds)
+        figures["reconcile_rounds"] = dict(mirror.status.view().reconcile_rounds)
         mirror.stop()
 
         # ---- applyInPandasWithState's own floor for as many groups, same session

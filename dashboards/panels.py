@@ -841,6 +841,18 @@ def health() -> dict[str, Any]:
             thresholds=[(None, "red"), (1, "green")],
         ),
         stat(
+            "Share-state query",
+            [
+                target(
+                    f"max by (cluster_name, state) ({sel(f'{m}share_state_query_state')}) == 1",
+                    "{{cluster_name}} {{state}}",
+                )
+            ],
+            "The __share_group_state query beside the main one (GET /ready's parts.share_state says "
+            "why it waits or failed); it never gates readiness.",
+            text_mode="name",
+        ),
+        stat(
             "Records behind",
             [target(f"sum({sel(f'{m}records_behind')})")],
             "Records between the query's position and the end of __consumer_offsets.",
@@ -950,6 +962,22 @@ def health() -> dict[str, Any]:
             ],
             "Group folds that failed; each quarantines its group with its last good state "
             "(GET /groups/{id} shows the quarantine object).",
+            bars=True,
+        ),
+        timeseries(
+            "Share-state query failures and restarts",
+            [
+                target(
+                    f"sum by (cluster_name) (increase({sel(f'{m}share_state_query_failures_total')}[{RI}]))",
+                    "failures {{cluster_name}}",
+                ),
+                target(
+                    f"sum by (cluster_name) (increase({sel(f'{m}share_state_query_restarts_total')}[{RI}]))",
+                    "restarts {{cluster_name}}",
+                ),
+            ],
+            "The share-state query failed and was restarted with the main query's backoff (its last "
+            "failure: GET /ready, parts.share_state.failure).",
             bars=True,
         ),
         row("Position in __consumer_offsets"),

@@ -310,6 +310,8 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
     source_up = metric("coordinator_mirror_source_up")
     last_batch = metric("coordinator_mirror_last_batch_timestamp_seconds")
     restarts = metric("coordinator_mirror_query_restarts_total")
+    share_state = metric("coordinator_mirror_share_state_query_state")
+    share_failures = metric("coordinator_mirror_share_state_query_failures_total")
     quarantined = metric("coordinator_mirror_groups_quarantined")
     mismatches = metric("coordinator_mirror_reconcile_mismatches")
     denied = metric("coordinator_mirror_topic_not_authorized")
@@ -587,6 +589,21 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
             t,
         ),
         _rule(
+            "CoordinatorMirrorShareStateQueryFailing",
+            f"(\n  sum by (cluster_name) (increase({share_failures}[{t.restart_window}]))"
+            f" > {_num(t.restarts)}\n"
+            f'  or max by (cluster_name) ({share_state}{{state="failed"}}) == 1\n)\n'
+            f'unless on (cluster_name) max by (cluster_name) ({share_state}{{state="not_authorized"}}) == 1',
+            "0m",
+            "warning",
+            "The coordinator mirror's share-state query keeps failing",
+            f"The __share_group_state query of the mirror of cluster {{{{ $labels.cluster_name }}}} failed "
+            f"more than {_num(t.restarts)} times in {t.restart_window}, or with a cause no restart fixes: "
+            "share groups' delivery state and share lag are stale. The main query and readiness are not "
+            "affected. GET /ready (parts.share_state) and the log say why.",
+            t,
+        ),
+        _rule(
             "CoordinatorMirrorGroupsQuarantined",
             f"{quarantined} > 0",
             "0m",
@@ -611,13 +628,15 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
             "CoordinatorMirrorPermissionMissing",
             f"count by (cluster_name) ({denied}) > 0\n"
             f'or sum by (cluster_name) (increase({reconcile_rounds}{{outcome="not_authorized"}}'
-            f"[{t.permission_for}])) > 0",
+            f"[{t.permission_for}])) > 0\n"
+            f'or max by (cluster_name) ({share_state}{{state="not_authorized"}}) == 1',
             t.permission_for,
             "warning",
             "The coordinator mirror lacks an ACL one of its features needs",
             "Cluster {{ $labels.cluster_name }}: the mirror's principal may not Describe some of the groups' "
-            "topics (their lag is unknown: coordinator_mirror_topic_not_authorized) or the cluster "
-            "(reconciliation is off). docs/security.md lists the ACL of each feature.",
+            "topics (their lag is unknown: coordinator_mirror_topic_not_authorized), the cluster "
+            "(reconciliation is off) or __share_group_state (share groups' delivery state is not "
+            "read). docs/security.md lists the ACL of each feature.",
             t,
         ),
     ]

@@ -1,6 +1,6 @@
 """Probes of the checkpoint file system in a live Spark JVM: the page faults of the child processes it
 reaped (one per process Hadoop spawns) and Spark's checkpoint manager over Hadoop's *stock* ``LocalFs``.
-Used by tests/test_streaming/test_pipeline/test_localfs.py, test_spark_workarounds.py and
+Used by tests/test_streaming/test_pipeline/test_session_localfs.py, test_spark_workarounds.py and
 bench/checkpoint_fs.py."""
 
 from __future__ import annotations

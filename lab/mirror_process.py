@@ -38,9 +38,15 @@ COMMIT_RECORD_TYPES = frozenset({0, 1})
 
 
 def http_get(url: str, timeout_s: float = 30.0) -> tuple[int, Any]:
+    """(status, JSON body -- or its text when it is not JSON: Spark's UI answers "Spark is starting
+    up" as text while its session starts)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return resp.status, json.loads(resp.read())
+            text = resp.read()
+            try:
+                return resp.status, json.loads(text)
+            except ValueError:
+                return resp.status, text.decode(errors="replace")
     except urllib.error.HTTPError as err:
         body = err.read()
         try:
@@ -229,7 +235,7 @@ class MirrorProcess:
     # -- Spark's REST API (spark.ui.port) -------------------------------------------------------
     def spark_api(self, path: str) -> Any:
         status, body = http_get(f"http://127.0.0.1:{self.ui_port}/api/v1{path}", 30)
-        if status != 200:
+        if status != 200 or isinstance(body, str):  # not up yet: "Spark is starting up"
             raise RuntimeError(f"Spark REST {path}: {status} {body}")
         return body
 
@@ -285,11 +291,12 @@ def commit_records(log: Mapping[str, Sequence[Any]]) -> dict[str, int]:
 
 
 def event_id(body: Mapping[str, Any]) -> str:
-    """The adapter's id (streaming.pipeline.adapter): group/type/partition/offset.  Not unique: one
-    record can cause several events of one type (a classic GroupMetadata record moving partitions
-    between two members gives two ``assignment_changed`` at one position), so the audit compares
-    whole events and only reports how often the id collides."""
-    return f"{body['group_id']}/{body.get('type')}/{body.get('source_partition')}/{body.get('source_offset')}"
+    """An event's documented identity (`state.events.event_key`: what a consumer of the events topic
+    deduplicates by) as text.  Distinct events sharing one are a collision: `EventAudit.clean` fails
+    on any."""
+    from state.events import event_key
+
+    return repr(event_key(body))
 
 
 def canonical(body: Mapping[str, Any]) -> str:
@@ -354,7 +361,7 @@ class EventAudit:
     commits_counted: int = 0
     #: (group, aggregate type) whose summed counts differ from the reference: (expected, got)
     aggregate_mismatches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    #: distinct events sharing one adapter event id (group/type/partition/offset)
+    #: distinct events sharing one identity (`event_id`)
     id_collisions: int = 0
 
     @property
@@ -365,6 +372,7 @@ class EventAudit:
             or self.duplicated
             or self.aggregate_mismatches
             or self.commits_expected != self.commits_counted
+            or self.id_collisions
         )
 
     def summary(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from streaming.serving.metrics import MirrorMetrics
 from streaming.serving.render import snapshot_renderer
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings, load_settings
 
@@ -36,8 +37,10 @@ STATE_SETTINGS = OffsetConfig(retention_ms=7 * DAY, semantics="4.x", confirm_gra
 RENDERER = snapshot_renderer(STATE_SETTINGS, "uniform")
 
 
-def exporter(settings: Settings, store: SnapshotStore | None = None) -> MirrorMetrics:
-    """The real exporter over real inputs, wired as `Mirror` wires them: a store, a run status
+def exporter(
+    settings: Settings, store: SnapshotStore | None = None, status: MirrorStatus | None = None
+) -> MirrorMetrics:
+    """The real exporter over real inputs, wired as `Mirror` wires them: a store, a status, a run status
     (observed counts, progress history; no query: healthy while no failure is recorded), the lag
     tracker, Burrow evaluator and lag exporter (`feed_lag` feeds them), an empty share store."""
     lag = LagTracker(settings.lag_isolation, settings.lag_lookup_points)
@@ -46,6 +49,7 @@ def exporter(settings: Settings, store: SnapshotStore | None = None) -> MirrorMe
         settings,
         STATE_SETTINGS,
         store if store is not None else SnapshotStore(renderer=RENDERER),
+        status if status is not None else MirrorStatus(),
         RunStatus(),
         lag=LagExporter(lag, burrow, settings, retention=RetentionWatch(lag)),
         share=ShareStateStore(),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from state import events
 from state.codec import CURRENT_VERSION, StateCodecError, decode, encode
 from state.config import DEFAULT_CONFIG, OffsetConfig
-from state.events import Event, event_from_json
+from state.events import EVENT_KEY, Event, event_from_json, event_key
 from state.expiry import all_deadlines, expire, expires_at_ms, next_deadline_ms
 from state.fold import StepResult, fold_columns, step_detail
 from state.model import Group, Member
@@ -30,6 +30,7 @@ from state.snapshot import snapshot, summary
 __all__ = [
     "CURRENT_VERSION",
     "DEFAULT_CONFIG",
+    "EVENT_KEY",
     "Event",
     "FoldResult",
     "Group",
@@ -41,6 +42,7 @@ __all__ = [
     "decode",
     "encode",
     "event_from_json",
+    "event_key",
     "events",
     "expire",
     "expires_at_ms",

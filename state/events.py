@@ -20,6 +20,7 @@ Two families:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Final
 
@@ -66,6 +67,8 @@ class GroupDeleted(Event):
     #: mirror found deletable -- Empty, no offsets -- or, where the broker writes no group tombstone
     #: (2.1-3.x generation 0), the mirror's own rule once the offsets' tombstones came)
     reason: str = "tombstone"
+    #: the mirror's clock when its own rules deleted the group (no log position); None for a tombstone
+    at_ms: int | None = None
     TYPE: ClassVar[str] = "group_deleted"
 
 
@@ -228,6 +231,9 @@ class ExpiryDisagreement(Event):
     reason: str = ""
     partitions: tuple[str, ...] = ()
     deadline_ms: int | None = None
+    #: when the mirror found an expiry unconfirmed (the record's time, or its own clock's when no
+    #: record came); None for a disagreement a tombstone showed
+    at_ms: int | None = None
     TYPE: ClassVar[str] = "expiry_disagreement"
 
 
@@ -239,6 +245,8 @@ class GroupQuarantined(Event):
     error_type: str = ""
     message: str = ""
     record_type: int | None = None
+    #: the micro-batch's time (a fold of no record -- the expiry step -- has no log position)
+    at_ms: int | None = None
     TYPE: ClassVar[str] = "group_quarantined"
 
 
@@ -300,8 +308,36 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         GroupQuarantined,
         GroupRecovered,
         ReconcileMismatch,
+        DriftSuspected,
     )
 }
+
+
+#: An event's identity -- what a consumer of the events topic deduplicates a re-sent micro-batch by --
+#: the fields an event does not have counting as null.  ``(group_id, type, source_partition,
+#: source_offset)`` alone is not unique: one group record yields an ``assignment_changed``,
+#: ``member_joined`` or ``member_left`` per member (``member_id``) and a ``member_replaced`` per static
+#: member (``instance_id``); one tombstone an ``expiry_disagreement`` of each ``reason``, and a group
+#: tombstone two ``unconfirmed`` ones for different ``partitions``; the events of the mirror's own
+#: clock (expiry, reconciliation, drift) have no log position and are told apart by ``at_ms`` --
+#: the micro-batch's time, which a re-run of the batch keeps -- and ``reason``.
+#: tests/test_state/test_events_key.py holds it unique over real scenario output and arbitrary logs.
+EVENT_KEY: Final[tuple[str, ...]] = (
+    "group_id",
+    "type",
+    "source_partition",
+    "source_offset",
+    "member_id",
+    "instance_id",
+    "reason",
+    "partitions",
+    "at_ms",
+)
+
+
+def event_key(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`EVENT_KEY`'s values of an event's JSON (`Event.to_json`), lists as tuples."""
+    return tuple(tuple(v) if isinstance(v := body.get(name), list) else v for name in EVENT_KEY)
 
 
 def tp_str(topic: str, partition: int) -> str:

@@ -380,6 +380,7 @@ def check_pending(
                 sorted("<group>" if tp == GROUP_TOMBSTONE else ev.tp_str(*tp) for tp, _ in late)
             ),
             deadline_ms=min(d for _, d in late),
+            at_ms=now_ms,
         )
     )
 
@@ -451,7 +452,9 @@ def expire_at(
                 kind = g.display_kind
                 mark_dead(g, now_ms)
                 g.last_change_ms = now_ms
-                out.append(ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired"))
+                out.append(
+                    ev.GroupDeleted(g.group_id, None, None, None, kind=kind, reason="expired", at_ms=now_ms)
+                )
     if not g.exists:
         if not g.pending and not g.offsets:
             return None, out, {}

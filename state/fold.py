@@ -7,7 +7,7 @@ source_offset)``.  Offset commits are ~99% of ``__consumer_offsets``, so a run o
 is applied column-wise: one tuple and one dict store per row -- no typed record.  Every other row's
 ``payload`` cell becomes its typed record (``decoders.payload_to_record``) and goes through the same
 `state.replay.apply_record` the per-record API uses; a hypothesis property
-(tests/test_state/test_properties.py) asserts batch fold == per-record fold.
+(tests/test_state/test_fold_properties.py) asserts batch fold == per-record fold.
 
 **Order.**  Rows are applied in log order: the rows are cut into runs of offset commits and single
 other rows, and the runs are applied in sequence.  Nothing is reordered across a group record,

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -312,13 +313,15 @@ class Settings(BaseSettings):
         300.0,
         ge=0,
         description="how often to compare the mirrored group list with the coordinators' (Admin "
-        "ListGroups); 0 switches the reconciliation off",
+        "ListGroups); 0 switches the reconciliation off. No round runs while the source check finds "
+        "the cluster down (the round comes once it answers)",
     )
     source_check_interval_s: float = Field(
         10.0,
         gt=0,
-        description="how often the driver checks that the cluster answers (source_up metric, /ready "
-        "while the query is down)",
+        description="the longest a cluster that stopped answering goes unreported (/ready 503 'source "
+        "unavailable', the source_up metric, a log line): the driver asks it for the topic's metadata "
+        "every half interval and waits at most half an interval for the answer",
     )
     # -- Spark ----------------------------------------------------------------------------------
     spark_master: str = Field("local[2]", description="Spark master URL")
@@ -329,6 +332,16 @@ class Settings(BaseSettings):
     spark_packages: str | None = Field(
         None, description="spark.jars.packages coordinates instead of local jars (needs Ivy + network)"
     )
+    # -- many clusters ----------------------------------------------------------------------------
+    clusters: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="several clusters mirrored by one process (settings file or CM_CLUSTERS as JSON): "
+        "a list of maps, each with cluster_name and bootstrap_servers and any per-cluster setting "
+        "(CLUSTER_SETTINGS: kafka_options, checkpoint_location -- default <checkpoint_location>/"
+        "<cluster_name> --, group filters, lag, outputs, ...); a setting a cluster leaves out is "
+        "the top level's. Empty: the one cluster the top-level settings describe",
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     log_format: Literal["text", "json"] = Field(
         "text",
@@ -392,10 +405,30 @@ class Settings(BaseSettings):
                 raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _clusters(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else []
+        if not isinstance(value, list):
+            raise ValueError("a list of maps, one per cluster")
+        for i, entry in enumerate(value):
+            if not isinstance(entry, dict):
+                raise ValueError(f"[{i}]: a map of settings, got {type(entry).__name__}")
+            unknown = sorted(set(entry) - set(CLUSTER_SETTINGS))
+            if unknown:
+                raise ValueError(
+                    f"[{i}]: {', '.join(unknown)}: not a per-cluster setting (per cluster: "
+                    f"{', '.join(CLUSTER_SETTINGS)}; the others are the process's, at the top level)"
+                )
+        return value
+
     @model_validator(mode="after")
     def _source(self) -> Settings:
-        if self.source == "kafka" and not self.bootstrap_servers:
-            raise ValueError("bootstrap_servers: required when source=kafka")
+        if self.source == "kafka" and not self.bootstrap_servers and not self.clusters:
+            raise ValueError(
+                "bootstrap_servers: required when source=kafka (unless clusters lists the clusters)"
+            )
         if self.source == "capture":
             if self.capture_path is None:
                 raise ValueError("capture_path: required when source=capture")
@@ -426,6 +459,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "http_basic_auth_file: choose one of http_auth_token_file and http_basic_auth_file"
             )
+        if self.clusters and self.source != "kafka":
+            raise ValueError("clusters: many clusters are read from Kafka (source=kafka), not a capture")
         return self
 
     @classmethod
@@ -437,7 +472,66 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _FileSource(settings_cls)
+        if _ONLY_GIVEN.get():  # a cluster's settings: exactly the values handed in
+            return (init_settings,)
+        return init_settings, _TopLevelEnv(settings_cls, env_settings), _FileSource(settings_cls)
+
+    # -- many clusters ----------------------------------------------------------------------------
+    @property
+    def multi_cluster(self) -> bool:
+        """Whether ``clusters`` lists the clusters (else the top level describes the one cluster)."""
+        return bool(self.clusters)
+
+    def cluster_settings(self, environ: Mapping[str, str] | None = None) -> list[Settings]:
+        """One `Settings` per mirrored cluster: the top level itself when ``clusters`` is empty
+        (today's single cluster, its checkpoint where it always was); else the top level with each
+        entry's settings in place of its own (a map such as ``kafka_options`` replaced whole, never
+        merged: another cluster's credentials must not leak into this one's), then the entries of
+        ``CM_CLUSTERS__<NAME>__<SETTING>[__<KEY>]`` (`cluster_env_prefix`: its secrets, added to
+        its maps), its checkpoint ``<checkpoint_location>/<cluster_name>`` unless it names one.
+        `SettingsError` names the entry and the setting."""
+        if not self.clusters:
+            return [self]
+        env = os.environ if environ is None else environ
+        base = self.model_dump(exclude={"clusters"})
+        out: list[Settings] = []
+        problems: list[str] = []
+        for i, entry in enumerate(self.clusters):
+            name = entry.get("cluster_name")
+            where = f"clusters[{i}]" + (f" ({name})" if name else "")
+            if not name:
+                problems.append(f"{where}.cluster_name: required for each cluster")
+                continue
+            values = {**base, "bootstrap_servers": None, **entry}
+            for setting, given in _cluster_env(str(name), env).items():
+                held = values.get(setting)
+                # a map's entries (a secret) go beside the map's other options
+                values[setting] = (
+                    {**held, **given} if isinstance(given, dict) and isinstance(held, dict) else given
+                )
+            if "checkpoint_location" not in entry:
+                values["checkpoint_location"] = f"{base['checkpoint_location'].rstrip('/')}/{name}"
+            token = _ONLY_GIVEN.set(True)
+            try:
+                out.append(Settings(**values))
+            except ValidationError as exc:
+                problems += [f"{where}.{_problem(err)}" for err in exc.errors()]
+            finally:
+                _ONLY_GIVEN.reset(token)
+        problems += _cluster_clashes(out)
+        if problems:
+            raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+        return out
+
+    def process_java_options(self, clusters: list[Settings]) -> list[str]:
+        """JVM options of the process's shared JVMs (the client JVM, Spark's): the top level's
+        ``kafka_client_java_options`` and every cluster's OAUTHBEARER URLs allowed."""
+        out = list(self.kafka_client_java_options)
+        urls = oauth_urls(*(m for c in clusters for m in (c.kafka_options, c.output_kafka_options)))
+        given = " ".join([*out, *(v for k, v in self.spark_conf.items() if k.endswith("extraJavaOptions"))])
+        if urls and f"-D{OAUTH_ALLOWED_URLS}=" not in given:
+            out.append(f"-D{OAUTH_ALLOWED_URLS}={','.join(urls)}")
+        return out
 
     # -- derived --------------------------------------------------------------------------------
     @property
@@ -623,8 +717,105 @@ def _hosts(servers: str) -> frozenset[str]:
     return frozenset(h.strip().lower() for h in servers.split(",") if h.strip())
 
 
+#: the settings a cluster of ``clusters`` may set for itself; every other setting is the process's
+#: (the HTTP endpoint, Spark, logging, the JVMs' options and plugin jars, the source kind)
+CLUSTER_SETTINGS: Final = (
+    "cluster_name", "bootstrap_servers", "kafka_options", "checkpoint_location", "topic",
+    "max_offsets_per_trigger", "backfill", "trigger_interval_s", "source_tasks", "shuffle_partitions",
+    "offsets_retention_minutes", "offsets_retention_check_interval_ms", "default_server_assignor",
+    "expiry_semantics", "events_topic", "events_path", "offsets_topic", "output_bootstrap_servers",
+    "output_kafka_options", "output_inherit_kafka_options", "metrics_per_partition",
+    "metrics_group_regex", "snapshot_cache_bytes", "group_allow_regex", "group_deny_regex",
+    "lag_enabled", "lag_interval_s", "lag_isolation", "lag_lookup_points", "lag_slo_seconds",
+    "lag_slo_overrides", "burrow_intervals", "burrow_min_distance_s", "commit_behind_s",
+    "timeline_events_per_group", "share_state_enabled", "topic_wait_interval_s",
+    "query_restart_backoff_s", "query_restart_backoff_max_s", "reconcile_interval_s",
+    "source_check_interval_s",
+)  # fmt: skip
+
+#: a cluster's settings are built from exactly what is handed in (no environment, no file)
+_ONLY_GIVEN: ContextVar[bool] = ContextVar("coordinator_mirror_only_given", default=False)
+
+
+def cluster_env_prefix(name: str) -> str:
+    """``CM_CLUSTERS__<NAME>__``: the environment variables of cluster ``name``'s settings (its
+    secrets above all: ``CM_CLUSTERS__PROD_EU1__KAFKA_OPTIONS__SASL_JAAS_CONFIG``); the name upper
+    case, every character but letters and digits an underscore."""
+    return f"{ENV_PREFIX}CLUSTERS__{re.sub(r'[^A-Za-z0-9]', '_', name).upper()}__"
+
+
+def _cluster_env(name: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Cluster ``name``'s settings from the environment: ``<prefix>SETTING`` (JSON for maps), and
+    ``<prefix>KAFKA_OPTIONS__<OPTION>`` for one entry of a map (option names as for the top level:
+    underscores for dots)."""
+    prefix = cluster_env_prefix(name)
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(prefix):
+            continue
+        setting, _, entry = key[len(prefix) :].lower().partition("__")
+        if setting not in CLUSTER_SETTINGS:
+            continue
+        if entry:
+            out.setdefault(setting, {})
+            if isinstance(out[setting], dict):
+                out[setting][entry] = value
+        else:
+            out[setting] = value
+    return out
+
+
+def _problem(err: Any) -> str:
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    name = ".".join(str(p) for p in err["loc"])
+    if not name and ":" in msg:  # a model validator's "setting: why"
+        return msg
+    return f"{name}: {msg}" if name else msg
+
+
+def _cluster_clashes(clusters: list[Settings]) -> list[str]:
+    """Two clusters with one name, or one checkpoint (or one inside another's)."""
+    out = []
+    seen: dict[str, int] = {}
+    for i, c in enumerate(clusters):
+        if c.cluster_name in seen:
+            out.append(
+                f"clusters[{i}].cluster_name: {c.cluster_name!r} names clusters[{seen[c.cluster_name]}] too "
+                "(each cluster's name labels its series and routes its API: names must differ)"
+            )
+        seen.setdefault(c.cluster_name, i)
+    roots = [(i, c.checkpoint_location.rstrip("/") + "/") for i, c in enumerate(clusters)]
+    for i, a in roots:
+        for j, b in roots:
+            if i < j and (a.startswith(b) or b.startswith(a)):
+                out.append(
+                    f"clusters[{j}].checkpoint_location: {b.rstrip('/')} is clusters[{i}]'s "
+                    f"({a.rstrip('/')}) or inside it: each cluster needs a checkpoint of its own"
+                )
+    return out
+
+
 #: the file ``load_settings(config_file)`` reads for the duration of that call
 _CONFIG_FILE: ContextVar[str | None] = ContextVar("coordinator_mirror_config_file", default=None)
+
+
+class _TopLevelEnv(PydanticBaseSettingsSource):
+    """The ``CM_*`` environment of the top level: ``CM_CLUSTERS`` (JSON) is the clusters' list, but
+    ``CM_CLUSTERS__<NAME>__...`` -- which the nested delimiter would read as a map under
+    ``clusters`` -- is a cluster's own (`Settings.cluster_settings`)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data = self.inner()
+        if isinstance(data.get("clusters"), dict):
+            data = {k: v for k, v in data.items() if k != "clusters"}
+        return data
 
 
 class _FileSource(PydanticBaseSettingsSource):
@@ -660,11 +851,7 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            name = ".".join(str(p) for p in err["loc"])
-            problems.append(f"{name}: {msg}" if name else msg)
+        problems = [_problem(err) for err in exc.errors()]
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
     finally:
         _CONFIG_FILE.reset(token)
@@ -681,7 +868,6 @@ def settings_table_markdown() -> str:
         default = field.get_default(call_default_factory=True)
         shown = "(required)" if name == "bootstrap_servers" else json.dumps(default, default=str)
         description = (field.description or "").replace("|", "\\|")
-        lines.append(
-            f"| `{name}` | `--{name.replace('_', '-')}` | `CM_{name.upper()}` | `{shown}` | {description} |"
-        )
+        flag = "(settings file)" if name == "clusters" else f"`--{name.replace('_', '-')}`"
+        lines.append(f"| `{name}` | {flag} | `CM_{name.upper()}` | `{shown}` | {description} |")
     return "\n".join(lines)

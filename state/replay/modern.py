@@ -392,12 +392,16 @@ def replay_streams_topology(g: Group, rec: Record[Any, Any], ctx: FoldContext) -
         return g
     ensure_kind(g, STREAMS, src, ctx)
     sources: set[str] = set()
+    #: a task is (subtopology id, partition): the topics whose partition it reads
+    by_subtopology: dict[str, list[str]] = {}
     for st in v.subtopologies:
-        sources.update(st.source_topics)
-        sources.update(t.name for t in st.repartition_source_topics)
+        read = {*st.source_topics, *(t.name for t in st.repartition_source_topics)}
+        sources |= read
+        by_subtopology[st.subtopology_id] = sorted(read)
     g.topology = {
         "source_topics": sorted(sources),
         "subtopologies": [st.subtopology_id for st in v.subtopologies],
+        "source_topics_of": by_subtopology,
     }
     g.topology_epoch = v.epoch
     _derive_modern_state(g, src, ctx)

@@ -14,12 +14,12 @@ import contextlib
 import ctypes
 import gc
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.topic_read import TopicMissingError, TopicRead, read_topic
+from streaming.lifecycle import Worker
 from streaming.pipeline.backfill import Backfill, fold_backfill, local_path, reset_new_checkpoint, write_seed
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.query import MirrorQuery
@@ -53,24 +53,24 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-class DriverBackfill:
-    """The driver's read and fold of a new checkpoint's backfill, in a thread."""
+class DriverBackfill(Worker):
+    """The driver's read and fold of a new checkpoint's backfill: once, on the ``mirror-backfill``
+    thread (`start`; `hand_over` waits for it), or here and now (`run`)."""
+
+    join_timeout_s = 30.0
 
     def __init__(self, settings: Settings, jvm: Jvm, now_ms: Any) -> None:
+        super().__init__("mirror-backfill", 0.0, first_wait=False)
         self.settings = settings
         self.jvm = jvm
         self.now_ms = now_ms
         self.read = TopicRead()
         self.result: Backfill | None = None
         self.error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
 
-    def start(self) -> DriverBackfill:
-        """Read and fold in a thread (`hand_over` waits for it)."""
-        self._thread = threading.Thread(target=self.run, name="mirror-backfill", daemon=True)
-        self._thread.start()
-        return self
+    def work(self) -> bool:
+        self.run()
+        return False  # once
 
     @property
     def topic_was_missing(self) -> bool:
@@ -92,7 +92,9 @@ class DriverBackfill:
             "isolation.level": "read_committed",
         }
         try:
-            batches = read_topic(self.jvm, conf, s.topic, self.read, timeout_s=READ_STALL_S, stop=self._stop)
+            batches = read_topic(
+                self.jvm, conf, s.topic, self.read, timeout_s=READ_STALL_S, stop=self.stop_event
+            )
             self.result = fold_backfill(
                 batches,
                 s.offset_config(),
@@ -115,22 +117,20 @@ class DriverBackfill:
         except BaseException as exc:  # the query folds the backfill instead (hand_over)
             self.error = exc
 
-    def stop(self) -> None:
-        """Stop the read between two polls and wait for the thread (a mirror stopped during its
-        start: its client JVM is closed after this, never under a running call)."""
-        self._stop.set()
-        self.read.wake()  # a call waiting on a broker that does not answer ends now
-        if self._thread is not None:
-            self._thread.join(30)
+    def wake(self) -> None:
+        """`stop`: the read stops between two polls, and a call waiting on a broker that does not
+        answer ends now (a mirror stopped during its start: its client JVM is closed after the
+        stop, never under a running call)."""
+        self.read.wake()
 
     def hand_over(self, spark: SparkSession, query: MirrorQuery) -> bool:
         """Wait for the fold, then apply it through a sink and write the seed; True when the query
         is to start from the seed, False when the query folds the backfill itself."""
         s = self.settings
         reset_new_checkpoint(spark, s.checkpoint_location)  # of a start stopped before its query ran
-        if self._thread is not None:
+        if self.started:
             began = time.monotonic()
-            self._thread.join()  # it ends: read_topic gives up after READ_STALL_S without progress
+            self.join()  # it ends: read_topic gives up after READ_STALL_S without progress
             log.info("the query's start waited %.1fs for the driver's fold", time.monotonic() - began)
         result = self.result
         if self.error is not None or result is None:

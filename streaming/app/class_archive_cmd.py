@@ -82,10 +82,24 @@ def build(output: Path, timeout_s: float = 300.0) -> Path:
         pid = int(jvm.java.lang.ProcessHandle.current().pid())
         with contextlib.suppress(Exception):  # the gateway's connection ends with the JVM
             jvm.java.lang.System.exit(0)  # the archive is written while the JVM exits
-        deadline = time.monotonic() + timeout_s
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        _wait_exited(pid, time.monotonic() + timeout_s)
     return class_archive.keep(partial, output)
+
+
+def _wait_exited(pid: int, deadline: float) -> None:
+    """Until process ``pid`` -- the JVM PySpark started, a child of this process -- has ended.
+
+    Reaped here: an ended child stays a zombie, its ``/proc`` entry there, until its parent waits
+    for it, and PySpark's gateway never does -- a loop on ``/proc/<pid>`` alone waited out the
+    whole timeout (300 s of ``make class-archive``'s 336 s) after the archive was written."""
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:  # not a child of ours (or reaped already): gone once /proc says so
+            if not Path(f"/proc/{pid}").exists():
+                return
+        time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> int:

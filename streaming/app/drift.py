@@ -20,7 +20,7 @@ from streaming.app.driver_events import DriverEvents
 from streaming.app.errors import EXIT_CONFIG, StartupError, first_line
 from streaming.cluster.groups import log_start_drift
 from streaming.pipeline.recovery import CHECKPOINT_META_FORMAT
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 
 log = logging.getLogger("coordinator_mirror")
 
@@ -45,19 +45,17 @@ class DriftReporter:
     """A suspected drift: metric, event (written once the sink exists) and an early
     reconciliation round (``possible_missed_tombstones``)."""
 
-    def __init__(self, store: SnapshotStore, events: DriverEvents, clock_ms: Callable[[], int]) -> None:
-        self.store = store
+    def __init__(self, status: MirrorStatus, events: DriverEvents, clock_ms: Callable[[], int]) -> None:
+        self.status = status
         self.events = events
         self.clock_ms = clock_ms
 
     def suspect(self, reason: str, partitions: tuple[str, ...]) -> None:
-        status = self.store.status
-        status.possible_missed_tombstones = True
-        status.drift_suspected[reason] = status.drift_suspected.get(reason, 0) + 1
+        self.status.drift(reason)
         now_ms = self.clock_ms()
         event = DriftSuspected("", None, None, None, reason=reason, partitions=partitions, at_ms=now_ms)
         self.events.write([event.to_json()], now_ms, wait=True)
-        self.store.add_tallies({("event", DriftSuspected.TYPE): 1})
+        self.status.add_tallies({("event", DriftSuspected.TYPE): 1})
 
 
 def down_too_long(last_batch_ms: int | None, retention_ms: int | None, now_ms: int) -> bool:

@@ -67,6 +67,12 @@ class Cause:
     message: str
 
 
+#: what a single cluster's start does when the cluster does not answer (one of several clusters is
+#: tried again instead: `streaming.app.cluster_mirror.ClusterRunner`)
+UNREACHABLE_AT_START: Final = (
+    "; the mirror retries nothing at start (a supervisor -- Kubernetes, systemd -- restarts it)"
+)
+
 CAUSES: Final[tuple[Cause, ...]] = (
     Cause(
         "connector",
@@ -83,8 +89,7 @@ CAUSES: Final[tuple[Cause, ...]] = (
         r"|ConnectException: Connection refused|_TRANSPORT|_ALL_BROKERS_DOWN|_TIMED_OUT|BrokerUnreachable",
         EXIT_UNREACHABLE,
         "cannot reach the Kafka cluster at {bootstrap}: {detail}. Check bootstrap_servers, the network "
-        "path and the listener the brokers advertise; the mirror retries nothing at start "
-        "(a supervisor -- Kubernetes, systemd -- restarts it).",
+        "path and the listener the brokers advertise" + UNREACHABLE_AT_START + ".",
     ),
 )
 

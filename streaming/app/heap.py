@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from streaming.lifecycle import Worker
+
 log = logging.getLogger("coordinator_mirror")
 
 #: how often what survived since the last freeze is collected and frozen
@@ -40,10 +42,11 @@ FREEZE_INTERVAL_S: Final = 60.0
 FULL_INTERVAL_S: Final = 3600.0
 
 
-class DriverHeap:
-    """`step` from a housekeeping loop: nothing until ``ready()``; then a full collection and a
-    freeze, survivors frozen every ``freeze_interval_s`` and the whole heap collected every
-    ``full_interval_s``."""
+class DriverHeap(Worker):
+    """The ``mirror-heap`` thread, a `step` a second: nothing until ``ready()``; then a full
+    collection and a freeze, survivors frozen every ``freeze_interval_s`` and the whole heap
+    collected every ``full_interval_s``.  Process-wide, as the collector is: one per process,
+    whatever it mirrors."""
 
     def __init__(
         self,
@@ -52,6 +55,7 @@ class DriverHeap:
         freeze_interval_s: float = FREEZE_INTERVAL_S,
         full_interval_s: float = FULL_INTERVAL_S,
     ) -> None:
+        super().__init__("mirror-heap", 1.0)
         self.ready = ready
         self.freeze_interval_s = freeze_interval_s
         self.full_interval_s = full_interval_s
@@ -84,7 +88,10 @@ class DriverHeap:
         )
         return kind
 
-    def stop(self) -> None:
+    def work(self) -> None:
+        self.step(time.monotonic())
+
+    def on_stop(self) -> None:
         """The collector as it was: nothing frozen."""
         if self._next_freeze is not None:
             gc.unfreeze()

@@ -23,9 +23,10 @@ from state import codec
 from state.model import Group
 from streaming.app.driver_events import DriverEvents
 from streaming.health.lag import LagTracker, LogOffsets
+from streaming.lifecycle import Worker
 from streaming.pipeline.sinks import HEALTH_EVENTS
 from streaming.serving.burrow import Burrow
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 
 log = logging.getLogger("coordinator_mirror")
 
@@ -39,19 +40,21 @@ class OffsetRounds(Protocol):
     def read(self, wanted: Iterable[tuple[str, int]], subscribed: Iterable[str] = ()) -> LogOffsets: ...
 
 
-class LagLoop:
+class LagLoop(Worker):
+    """The ``mirror-offsets`` thread: a round every ``interval_s`` (from the start of the last)."""
+
     def __init__(
         self,
         interval_s: float,
-        store: SnapshotStore,
+        status: MirrorStatus,
         tracker: LagTracker,
         burrow: Burrow,
         *,
         reader: OffsetRounds | None,
         events: DriverEvents,
     ) -> None:
-        self.interval_s = interval_s
-        self.store = store
+        super().__init__("mirror-offsets", interval_s, paced=True, first_wait=False)
+        self.status = status
         self.tracker = tracker
         self.burrow = burrow
         self.reader = reader
@@ -59,21 +62,15 @@ class LagLoop:
         self._lock = threading.Lock()
         #: groups changed since the thread's last round (`on_batch`)
         self._pending: dict[str, bytes | None] = {}
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """The thread (once; the sink of every query the supervisor starts feeds it)."""
-        if self.reader is None or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="mirror-offsets", daemon=True)
-        self._thread.start()
+        """The thread (once; the sink of every query the supervisor starts feeds it) -- none
+        without a reader (lag off, a capture source)."""
+        if self.reader is not None:
+            super().start()
 
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-        self.reader = None
+    def on_stop(self) -> None:
+        self.reader = None  # the cluster client it reads through closes after this
 
     def apply(self, groups: Iterable[tuple[str, Any]]) -> None:
         """Groups as applied to the store (state bytes, a rendered snapshot, or None: deleted) into
@@ -102,7 +99,7 @@ class LagLoop:
                 changed[r.group_id] = bytes(r.blob) if live else None
             elif r.kind == "deleted":
                 changed[r.group_id] = None
-        if self._thread is None and self.reader is None:  # no thread will take them: now
+        if self.reader is None and not self.alive():  # no thread will take them: now
             self.apply(changed.items())
             return
         # parked for the thread -- also before it starts: the driver's backfill (batch -1) comes
@@ -127,25 +124,22 @@ class LagLoop:
         # paced: at most a third of a core, so that a round over thousands of changed groups does
         # not halve the CPU of the micro-batches running meanwhile (on 2 cores a 2.5 s evaluation
         # made them 2-3x slower for as long: the latency p99)
-        events = self.burrow.evaluate_all(now_ms, pause=lambda busy: self._stopped.wait(2 * busy))
+        events = self.burrow.evaluate_all(now_ms, pause=lambda busy: self.sleep(2 * busy))
         if events:
             tallies: dict[tuple[str, ...], int] = {}
             for e in events:
                 tallies[("event", e["type"])] = tallies.get(("event", e["type"]), 0) + 1
                 log.info("consumer health: %s", json.dumps(e))
-            self.store.add_tallies(tallies)
+            self.status.add_tallies(tallies)
             try:
                 self.events.write(events, now_ms, HEALTH_EVENTS)
             except Exception:  # the events stay in the log and in Burrow's paths; the next round goes on
                 log.warning("%d consumer-health event(s) not written", len(events), exc_info=True)
 
-    def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                self.round()
-            except Exception:  # a failed round is counted and retried, never fatal
-                self.tracker.failed_rounds += 1
-                log.warning("log offsets round failed", exc_info=True)
-            if self._stopped.wait(max(0.0, self.interval_s - (time.monotonic() - started))):
-                return
+    def work(self) -> None:
+        self.round()
+
+    def on_error(self, exc: Exception) -> None:
+        """A failed round is counted and retried at the next interval, never fatal."""
+        self.tracker.failed_rounds += 1
+        log.warning("log offsets round failed", exc_info=exc)

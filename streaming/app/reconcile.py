@@ -16,6 +16,7 @@ from state.events import ReconcileMismatch
 from streaming.app.driver_events import DriverEvents
 from streaming.app.errors import first_line
 from streaming.cluster.groups import GroupListing
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror")
@@ -32,45 +33,48 @@ class GroupLister(Protocol):
 
 class Reconciler:
     def __init__(
-        self, cluster: GroupLister, store: SnapshotStore, events: DriverEvents, clock_ms: Callable[[], int]
+        self,
+        cluster: GroupLister,
+        store: SnapshotStore,
+        status: MirrorStatus,
+        events: DriverEvents,
+        clock_ms: Callable[[], int],
     ) -> None:
         self.cluster = cluster
         self.store = store
+        self.status = status
         self.events = events
         self.clock_ms = clock_ms
         #: the previous round: side -> group ids (a mismatch must persist a round)
         self.suspects: dict[str, set[str]] = {}
 
-    def _count(self, outcome: str) -> None:
-        rounds = self.store.status.reconcile_rounds
-        rounds[outcome] = rounds.get(outcome, 0) + 1
-
     def round(self) -> bool:
         """One round; True if it counted."""
-        status = self.store.status
+        status = self.status
         try:
             complete = self.cluster.may_list_every_group()
             listing = self.cluster.list_groups() if complete else None
         except Exception as exc:
-            self._count("error")
+            status.reconciled("error", None, None)
             log.warning("reconciliation: ListGroups failed: %s", first_line(str(exc)))
             return False
         if listing is None:
             # the coordinators would leave out every group the principal may not Describe, and
             # those would look deleted: no round rather than a wrong one
-            if not status.reconcile_rounds.get("not_authorized"):
+            if not status.reconcile_rounds("not_authorized"):
                 log.warning(
                     "reconciliation is off: the mirror's principal may not Describe the cluster, so "
                     "ListGroups would leave out the groups it may not Describe -- grant Cluster "
                     "Describe (docs: Security, ACLs) or set reconcile_interval_s=0"
                 )
-            self._count("not_authorized")
+            status.reconciled("not_authorized", None, None)
             return False
         if not listing.complete:
-            self._count("error")
+            status.reconciled("error", None, None)
             log.info("reconciliation: partial answer (%s); round skipped", "; ".join(listing.errors))
             return False
-        mine = self.store.group_ids() - set(self.store.gone)
+        mine = self.store.group_ids() - self.store.gone_ids()
+        known = status.mismatches()
         theirs = set(listing.groups)
         now_ms = self.clock_ms()
         seen = {"missing_in_coordinator": mine - theirs, "missing_in_mirror": theirs - mine}
@@ -78,7 +82,7 @@ class Reconciler:
         self.suspects = seen
         events = []
         for side, ids in confirmed.items():
-            for gid in sorted(ids - status.mismatches.get(side, set())):
+            for gid in sorted(ids - known.get(side, frozenset())):
                 events.append(ReconcileMismatch(gid, None, None, None, side=side, at_ms=now_ms).to_json())
                 if side == "missing_in_coordinator":
                     self.store.mark_gone(
@@ -91,16 +95,14 @@ class Reconciler:
                         },
                     )
         # groups marked gone stay counted until a record for them arrives
-        confirmed["missing_in_coordinator"] |= set(self.store.gone)
-        status.mismatches = confirmed
-        self._count("ok")
-        status.reconciled_at_ms = now_ms
+        confirmed["missing_in_coordinator"] |= self.store.gone_ids()
+        status.reconciled("ok", confirmed, now_ms)
         if events:
             log.warning(
                 "reconciliation: %d group(s) differ from the coordinators' list (%s)",
                 len(events),
                 ", ".join(f"{e['group_id']}: {e['side']}" for e in events[:5]),
             )
-            self.store.add_tallies({("event", "reconcile_mismatch"): len(events)})
+            status.add_tallies({("event", "reconcile_mismatch"): len(events)})
             self.events.write(events, now_ms)
         return True

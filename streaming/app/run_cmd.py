@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from streaming.app.errors import EXIT_CONFIG, classify
 from streaming.app.logs import configure_logging, report
@@ -70,6 +70,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     each flag's default and environment variable)."""
     parser.add_argument("--config", metavar="FILE", help=f"settings file (YAML or JSON) [env {CONFIG_ENV}]")
     for name, field in Settings.model_fields.items():
+        if name in FILE_ONLY:
+            continue
         help_text = setting_help(name, field)
         annotation = field.annotation
         args: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
@@ -90,6 +92,10 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         elif annotation is Path:
             args.update(type=Path)
         parser.add_argument(_flag(name), **args)
+
+
+#: settings a flag cannot spell (a list of maps): the settings file or the environment (JSON) only
+FILE_ONLY: Final = frozenset({"clusters"})
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -150,14 +156,25 @@ def serve(
             log.info("received %s: stopping between two micro-batches", signal.Signals(signum).name)
         stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _signal)
-        signal.signal(signal.SIGINT, _signal)
+    def _take_signals() -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _signal)
+            signal.signal(signal.SIGINT, _signal)
+
+    _take_signals()
     log.info("settings: %s", settings.redacted())
     mirror = Mirror(settings, spark=spark)
     try:
         try:
             mirror.start()
+            # PySpark's SparkContext puts a SIGINT handler of its own in place (it cancels every
+            # job and raises KeyboardInterrupt): Ctrl-C then failed the running batch and the
+            # process exited 130 without a word
+            _take_signals()
+        except KeyboardInterrupt:  # Ctrl-C while the start was under way, to PySpark's handler
+            _take_signals()
+            _signal(signal.SIGINT, None)
+            return 0
         except SettingsError as exc:  # found at start (client options only a Kafka client can judge)
             report(str(exc))
             return 2
@@ -169,7 +186,7 @@ def serve(
             log.debug("start failed", exc_info=True)
             report(error.message)
             return error.exit_code
-        if mirror.http is not None:
+        if mirror.http is not None and not stop.is_set():
             base = mirror.http.url
             log.info("API: %s/groups  %s/groups/{id}  %s/ready  %s/metrics", base, base, base, base)
         if on_started is not None:
@@ -180,15 +197,15 @@ def serve(
             if mirror.fatal is not None:
                 report(mirror.fatal.message)
                 return mirror.fatal.exit_code
-            r = mirror.store.readiness
+            r = mirror.status.view()
             if r.ready and not announced:
                 log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))
                 announced = True
             elif not r.ready and time.monotonic() - last_report > 5:
                 log.info(
                     "catching up: %.1f%% of the end offsets reached, %d records behind",
-                    100 * r.progress(),
-                    sum(r.behind().values()),
+                    100 * r.progress,
+                    sum(r.behind.values()),
                 )
                 last_report = time.monotonic()
         return 0

@@ -17,7 +17,8 @@ from streaming.app.errors import client_options_error, first_line
 from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm, KafkaCallError
 from streaming.pipeline.recovery import recover_snapshots
-from streaming.serving.store import Readiness, SnapshotStore
+from streaming.serving.status import MirrorStatus
+from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,19 +81,16 @@ def ensure_output_topics(
         client.close()
 
 
-def init_readiness(topic: str, cluster: ClusterClient, readiness: Readiness) -> None:
+def init_readiness(topic: str, cluster: ClusterClient, status: MirrorStatus) -> None:
     """The catch-up targets: the topic's end offsets now (ready at once when it is empty)."""
     starts, ends = cluster.partition_offsets(topic)
-    r = readiness
-    r.starts, r.targets, r.latest = dict(starts), dict(ends), dict(ends)
+    status.set_targets(starts, ends)
     log.info(
         "%s: %d partitions, %d records (log positions) to catch up with",
         topic,
         len(ends),
         sum(ends[p] - starts.get(p, 0) for p in ends),
     )
-    if all(ends[p] <= starts.get(p, 0) for p in ends):
-        r.mark_ready()
 
 
 def recover_store(
@@ -124,76 +122,121 @@ class Beginning:
     def __init__(
         self,
         settings: Settings,
-        store: SnapshotStore,
+        status: MirrorStatus,
         cluster: ClusterClient | None,
         *,
         recover: Callable[[], int],
         start_query: Callable[[], StreamingQuery],
-        warming: threading.Thread | None = None,
+        warm: Callable[[float], None] = lambda _timeout_s: None,
         hand_over_backfill: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.status = status
         self.cluster = cluster
         self.recover = recover
         self.start_query = start_query
-        self.warming = warming
+        #: waits for the Python workers' warm-up, if one runs (`streaming.pipeline.session.SessionPart`)
+        self.warm = warm
         #: the driver's backfill (`streaming.app.backfill`): applied, seeded; where its read ended
         self.hand_over_backfill = hand_over_backfill
         self.recovered_groups = 0
 
     def try_begin(self) -> StreamingQuery | None:
         s = self.settings
-        status = self.store.status
+        status = self.status
         if s.source == "kafka":
             assert self.cluster is not None
             if self.cluster.topic_partitions(s.topic) is None:
-                status.waiting_reason = f"waiting for {s.topic}"
+                status.waiting(f"waiting for {s.topic}")
                 return None
             try:
-                init_readiness(s.topic, self.cluster, self.store.readiness)
+                init_readiness(s.topic, self.cluster, status)
             except Exception as exc:  # the topic vanished or lost its leaders between the two calls
                 if "UnknownTopicOrPartition" in str(exc) or "LeaderNotAvailable" in str(exc):
-                    status.waiting_reason = f"waiting for {s.topic}"
+                    status.waiting(f"waiting for {s.topic}")
                     return None
                 raise
         self.recovered_groups = self.recover()
         seeded = self.hand_over_backfill() if self.hand_over_backfill is not None else None
-        if self.warming is not None and seeded is None:
+        if seeded is None:
             # the first batch folds the backfill: it waits for warm Python workers (with a seed,
             # the first batch comes after ready: its query need not wait)
-            self.warming.join(60)
+            self.warm(60)
         query = self.start_query()
-        status.waiting_reason = None
+        status.waiting(None)
         if seeded is not None:
             # the driver's fold reached the ends its own read saw at start (on a busy cluster a
             # little before the targets read above): the query goes on from there, and they are
             # the ends this start catches up with
-            r = self.store.readiness
-            r.targets = {p: min(end, seeded.get(p, end)) for p, end in r.targets.items()}
-            r.update(seeded)
+            status.seeded(seeded)
         return query
 
 
 class SourceCheck:
     """Does the cluster answer (a metadata request for the topic)?  A missing topic is not an
-    outage: a new cluster has none until the first group commits."""
+    outage: a new cluster has none until the first group commits.
 
-    def __init__(self, cluster: ClusterClient, topic: str, store: SnapshotStore) -> None:
+    Bounded, and never in the caller's way.  The supervisor calls it every half
+    ``source_check_interval_s``; a call starts the request in a thread of its own
+    (``mirror-source-check``) and returns at once.  The request carries a timeout of half the
+    interval (the Admin call's own, ``DescribeTopicsOptions.timeoutMs``: the client's
+    ``default.api.timeout.ms``, 30 s, made every check block that long and the supervisor with it),
+    so the last answer and the verdict "does not answer" are at most one interval apart -- on
+    ``/ready``, ``coordinator_mirror_source_up`` and in the log -- and the first answer after an
+    outage clears it, at most half an interval after the cluster answers again.  A request still
+    running past its timeout (the guard for a client that never completes it) counts as no answer.
+    Once ``stopping()`` says the mirror stops, results are dropped: a request cut short by the
+    client's close is no outage."""
+
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        topic: str,
+        status: MirrorStatus,
+        interval_s: float = 10.0,
+        *,
+        stopping: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.cluster = cluster
         self.topic = topic
-        self.store = store
+        self.status = status
+        #: how long one request may take: half the interval (the other half is the wait until the
+        #: next one starts)
+        self.timeout_s = interval_s / 2
+        self.stopping = stopping
+        self.clock = clock
+        self._lock = threading.Lock()
+        #: the request under way: its thread and when it started
+        self._running: tuple[threading.Thread, float] | None = None
 
     def __call__(self) -> None:
-        status = self.store.status
+        """Start a request unless one is under way; one under way past its timeout: no answer."""
+        with self._lock:
+            running = self._running
+            if running is None or not running[0].is_alive():
+                thread = threading.Thread(target=self.check, name="mirror-source-check", daemon=True)
+                self._running = (thread, self.clock())
+                thread.start()
+                return
+        waited = self.clock() - running[1]
+        if waited > self.timeout_s:
+            self._verdict(f"no answer within {waited:.0f}s")
+
+    def check(self) -> None:
+        """One request, and its verdict (in the caller's thread)."""
         error: str | None = None
         try:
-            self.cluster.topic_partitions(self.topic)
+            self.cluster.topic_partitions(self.topic, timeout_s=self.timeout_s)
         except Exception as exc:
             error = first_line(f"{type(exc).__name__}: {exc}")
-        if error is None and not status.source_up:
-            log.info("the Kafka cluster answers again")
-        elif error is not None and status.source_up:
-            log.warning("the Kafka cluster does not answer: %s", error)
-        status.source_up = error is None
-        status.source_error = error
+        if not self.stopping():
+            self._verdict(error)
+
+    def _verdict(self, error: str | None) -> None:
+        with self._lock:  # a verdict and its log line together (the request's and the caller's)
+            change = self.status.source_checked(error)
+            if change is True:
+                log.info("the Kafka cluster answers again")
+            elif change is False:
+                log.warning("the Kafka cluster does not answer: %s", error)

@@ -5,14 +5,17 @@ keeps the checkpoint's ``mirror.json`` current and runs the reconciliation round
 Everything it acts on is handed in -- the query's holder (`QueryRun`), callables that begin or
 restart the query, check the source, keep the checkpoint's meta, reconcile -- and `step` takes
 the time as an argument, so tests/test_streaming/test_app/test_supervisor.py drives it with fakes.
+
+The parts beside the main query that run a query of their own (the share-state query) are
+supervised by `SideQuerySupervisor` with the same `RestartPolicy` -- the same backoff and the same
+causes no restart fixes -- and report their health to the mirror's status, never its readiness.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -27,7 +30,8 @@ from streaming.app.errors import (
     first_line,
     scrub,
 )
-from streaming.serving.store import SnapshotStore
+from streaming.lifecycle import Worker
+from streaming.serving.status import MirrorStatus
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,11 +88,11 @@ class RestartPolicy:
         return scrub(first_line(text), self.secrets)
 
 
-class QuerySupervisor:
+class QuerySupervisor(Worker):
     def __init__(
         self,
         settings: Settings,
-        store: SnapshotStore,
+        status: MirrorStatus,
         run: QueryRun,
         policy: RestartPolicy,
         *,
@@ -97,11 +101,16 @@ class QuerySupervisor:
         check_source: Callable[[], None] | None = None,
         keep_meta: Callable[[], None] = lambda: None,
         reconcile: Callable[[], bool] | None = None,
-        housekeeping: Sequence[Callable[[float], object]] = (),
+        fatal_ends: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__("mirror-supervisor", 0.25)
+        #: a failure no restart fixes ends the supervision (the process exits with its code); off
+        #: where the process mirrors several clusters: that cluster is retried every backoff_max_s
+        #: (credentials fixed, an ACL granted) while the others go on
+        self.fatal_ends = fatal_ends
         self.settings = settings
-        self.store = store
+        self.status = status
         self.run = run
         self.policy = policy
         self.begin = begin
@@ -109,41 +118,27 @@ class QuerySupervisor:
         self.check_source = check_source
         self.keep_meta = keep_meta
         self.reconcile = reconcile
-        #: called with the time at every step while the query runs (`streaming.app.heap`)
-        self.housekeeping = list(housekeeping)
         self.clock = clock
         self.failures = 0
         self.restart_at: float | None = None
         self._next_topic_check = self._next_source_check = 0.0
         self._next_reconcile = clock() + (settings.reconcile_interval_s or 0)
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="mirror-supervisor", daemon=True)
-        self._thread.start()
+    def work(self) -> bool:
+        return self.step(self.clock())
 
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-
-    def _loop(self) -> None:
-        while not self._stopped.wait(0.25):
-            try:
-                if not self.step(self.clock()):
-                    return
-            except Exception:  # the supervisor must outlive anything it supervises
-                if self._stopped.is_set():
-                    return
-                log.exception("supervisor step failed")
+    def on_error(self, exc: Exception) -> None:
+        # the supervisor must outlive anything it supervises: every failure is logged, and it goes on
+        log.error("supervisor step failed", exc_info=exc)
 
     def step(self, now: float) -> bool:
         """One look at the query; False: gave up (a failure no restart can fix)."""
         s = self.settings
-        status = self.store.status
+        status = self.status
         if self.check_source is not None and now >= self._next_source_check:
-            self._next_source_check = now + s.source_check_interval_s
+            # twice per interval: a check returns at once and waits at most half the interval for
+            # its answer (`streaming.app.startup.SourceCheck`), so an outage shows within one
+            self._next_source_check = now + s.source_check_interval_s / 2
             self.check_source()
         q = self.run.query
         if q is None:
@@ -163,20 +158,19 @@ class QuerySupervisor:
             if now >= self.restart_at and status.source_up:
                 self.restart_at = None
                 self.run.query = self.restart()
-                status.query_restarts += 1
-                self.store.failure = None
+                status.query_restarted()
                 log.info("query restarted from the checkpoint (restart %d)", self.failures)
             return True
-        if self.store.last_batch.batch_id >= 0 and self.restart_at is None and self.store.readiness.ready:
+        if status.last_batch.batch_id >= 0 and self.restart_at is None and status.ready:
             self.failures = 0
         self.keep_meta()
-        reconcile = self.reconcile if s.reconcile_interval_s and self.store.readiness.ready else None
-        if reconcile is not None and (now >= self._next_reconcile or status.possible_missed_tombstones):
+        # not while the source check finds the cluster down: ListGroups would block this thread
+        # for the client's whole API timeout (30 s) and hold up restarts, to count an error round
+        reconcile = self.reconcile if s.reconcile_interval_s and status.ready and status.source_up else None
+        if reconcile is not None and (now >= self._next_reconcile or status.missed_tombstones):
             self._next_reconcile = now + s.reconcile_interval_s
-            status.possible_missed_tombstones = False
+            status.take_missed_tombstones()
             reconcile()
-        for chore in self.housekeeping:
-            chore(now)
         return True
 
     def _on_failure(self, q: Query) -> float | None:
@@ -184,18 +178,192 @@ class QuerySupervisor:
         exits with the cause's code)."""
         exc = q.exception()
         text = str(exc) if exc is not None else "query stopped"
-        self.store.failure = self.policy.describe(text)
+        description = self.policy.describe(text)
+        self.status.query_failed(description)
         fatal = self.policy.fatal(text)
-        if fatal is not None:
+        if fatal is not None and self.fatal_ends:
             log.error("the mirror's query failed and a restart cannot fix it: %s", fatal.message)
             self.run.fatal = fatal
             return None
+        if fatal is not None:
+            self.status.query_failed(fatal.message)
+            log.error(
+                "cluster %s: the query failed and a restart cannot fix it: %s (trying again every %.0fs; "
+                "the other clusters go on)",
+                self.settings.cluster_name,
+                fatal.message,
+                self.policy.backoff_max_s,
+            )
+            return self.clock() + self.policy.backoff_max_s
         delay = self.policy.delay(self.failures)
         log.error(
             "the mirror's query failed (%s); restarting it from the checkpoint in %.0fs "
             "(failure %d in a row)",
-            self.store.failure,
+            description,
             delay,
             self.failures,
         )
         return self.clock() + delay
+
+
+class SideQuery(Protocol):
+    """A query beside the main one (the share-state query), as `SideQuerySupervisor` runs it."""
+
+    #: its name in the mirror's status (``/ready``'s ``parts``, the metrics)
+    name: str
+
+    def waiting(self) -> str | None:
+        """Why it cannot start now (None: it can); raises `PermissionError` when the principal
+        may not read what it needs."""
+        ...
+
+    def begin(self) -> Query:
+        """Start it (from its own checkpoint)."""
+        ...
+
+    def end(self, query: Query) -> None:
+        """Stop it, between two of its batches."""
+        ...
+
+    def describe(self) -> str:
+        """A few words for the log line of its start (its topic, its partitions)."""
+        ...
+
+
+class SideQuerySupervisor(Worker):
+    """The ``mirror-<name>`` thread: starts a side query when it can, restarts it after a failure
+    with the main query's `RestartPolicy` (its backoff; a cause no restart fixes is retried only
+    every ``backoff_max_s``), and reports its health -- state, restarts, failures, the last failure
+    -- to the mirror's status.  Never fatal for the mirror, never gating its readiness."""
+
+    def __init__(
+        self,
+        side: SideQuery,
+        status: MirrorStatus,
+        policy: RestartPolicy,
+        *,
+        wait_interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(f"mirror-{side.name.replace('_', '-')}", 0.5)
+        self.join_timeout_s = 30.0  # a start in progress (recovery, the query's first plan) ends first
+        self.name = side.name
+        self.side = side
+        self.status = status
+        self.policy = policy
+        self.wait_interval_s = wait_interval_s
+        self.clock = clock
+        self.query: Query | None = None
+        #: failures in a row (reset once the query completed a batch after a restart)
+        self.failures = 0
+        self._next_try = 0.0
+        self._said: str | None = None
+        status.part(self.name, state="waiting", reason="not started yet")
+
+    def work(self) -> bool:
+        return self.step(self.clock())
+
+    def running(self) -> bool:
+        """Whether the side query runs now."""
+        q = self.query
+        return q is not None and bool(q.isActive)
+
+    def step(self, now: float) -> bool:
+        q = self.query
+        if q is not None and q.isActive:
+            if self.failures and getattr(q, "lastProgress", None) is not None:
+                self.failures = 0  # it ran a batch: the next failure starts the backoff afresh
+            return True
+        if q is not None:
+            self.query = None
+            exc = q.exception()
+            self._failed(now, str(exc) if exc is not None else "query stopped")
+            return True
+        if now < self._next_try:
+            return True
+        try:
+            waiting = self.side.waiting()
+        except PermissionError as exc:
+            self._not_authorized(now, str(exc))
+            return True
+        if waiting is not None:
+            self._next_try = now + self.wait_interval_s
+            if self.status.part_health(self.name).reason != waiting:
+                self.status.part(self.name, state="waiting", reason=waiting)
+            return True
+        if self.stopping:
+            return False
+        restarted = self.status.part_health(self.name).state in ("restarting", "failed", "not_authorized")
+        try:
+            self.query = self.side.begin()
+        except Exception as exc:
+            self._failed(now, f"{type(exc).__name__}: {exc}")
+            return True
+        health = self.status.part_health(self.name)
+        self.status.part(
+            self.name,
+            state="running",
+            failure=None,
+            reason=None,
+            restarts=health.restarts + (1 if restarted else 0),
+        )
+        self._said = None
+        if restarted:
+            log.info(
+                "the %s query restarted from its checkpoint (restart %d)", self.name, health.restarts + 1
+            )
+        return not self.stopping
+
+    def _failed(self, now: float, text: str) -> None:
+        self.failures += 1
+        description = self.policy.describe(text)
+        fatal = self.policy.fatal(text)
+        health = self.status.part_health(self.name)
+        if fatal is not None and fatal.exit_code == EXIT_AUTHORIZATION:
+            self._not_authorized(now, fatal.message, failures=health.failures + 1)
+            return
+        if fatal is not None:
+            delay, state, reason = self.policy.backoff_max_s, "failed", fatal.message
+            log.error(
+                "the %s query failed and a restart cannot fix it: %s (trying again every %.0fs)",
+                self.name,
+                fatal.message,
+                delay,
+            )
+        else:
+            delay, state, reason = self.policy.delay(self.failures), "restarting", None
+            log.error(
+                "the %s query failed (%s); restarting it from its checkpoint in %.0fs (failure %d in a row)",
+                self.name,
+                description,
+                delay,
+                self.failures,
+            )
+        self._next_try = now + delay
+        self.status.part(
+            self.name, state=state, failures=health.failures + 1, failure=description, reason=reason
+        )
+
+    def _not_authorized(self, now: float, message: str, *, failures: int | None = None) -> None:
+        """The principal may not read what the query needs: said once, tried again every
+        ``backoff_max_s`` (an ACL granted later is picked up without a restart)."""
+        self._next_try = now + self.policy.backoff_max_s
+        if self._said != message:
+            log.warning("the %s query cannot run: %s", self.name, message)
+            self._said = message
+        change: dict[str, object] = {"state": "not_authorized", "reason": self.policy.describe(message)}
+        if failures is not None:
+            change.update(failures=failures, failure=self.policy.describe(message))
+        self.status.part(self.name, **change)
+
+    def on_stop(self) -> None:
+        """The query stopped once the thread has ended (none can start after this)."""
+        q, self.query = self.query, None
+        if q is not None:
+            try:
+                self.side.end(q)
+            except Exception:  # stopping is best effort
+                log.debug("stopping the %s query failed", self.name, exc_info=True)
+        health = self.status.part_health(self.name)
+        if health.state == "running":
+            self.status.part(self.name, state="stopped")

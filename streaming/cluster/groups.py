@@ -83,10 +83,15 @@ class ClusterClient:
                 ) from exc
             raise
 
-    def describe_topic(self, topic: str) -> tuple[str, int, int] | None:
-        """(topic id, partitions, partitions without a leader), or None when it does not exist."""
+    def describe_topic(self, topic: str, timeout_s: float | None = None) -> tuple[str, int, int] | None:
+        """(topic id, partitions, partitions without a leader), or None when it does not exist.
+        ``timeout_s``: the call's own timeout (a `KafkaCallError` with a TimeoutException after it),
+        instead of the client's."""
         try:
-            answer = str(self._reads.call("describeTopic", topic))
+            if timeout_s is None:
+                answer = str(self._reads.call("describeTopic", topic))
+            else:
+                answer = str(self._reads.call("describeTopic", topic, max(1, round(timeout_s * 1000))))
         except KafkaCallError as exc:
             if exc.has("TopicAuthorizationException"):
                 # not "missing": a principal without Describe sees the topic as an error, and
@@ -100,9 +105,10 @@ class ClusterClient:
         tid, n, leaderless = answer.split(" ")
         return tid, int(n), int(leaderless)
 
-    def topic_partitions(self, topic: str) -> int | None:
-        """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet)."""
-        found = self.describe_topic(topic)
+    def topic_partitions(self, topic: str, timeout_s: float | None = None) -> int | None:
+        """How many partitions ``topic`` has (None: it does not exist, or has no leaders yet);
+        ``timeout_s`` as in `describe_topic`."""
+        found = self.describe_topic(topic, timeout_s)
         if found is None or found[1] == 0 or found[2] > 0:
             return None
         return found[1]

@@ -62,7 +62,7 @@ class Evaluator:
         groups found gone (None: the statuses are every group, the others are gone).
 
         Only the groups whose status can have changed are evaluated (``full``: every group; the
-        results are the same, tests/test_streaming/test_health/test_burrow_incremental.py).  A partition's
+        results are the same, tests/test_streaming/test_health/test_evaluator.py).  A partition's
         status (`partition_status`) reads its window of commits, the current lag, the recent
         sampled ends and the time (Rule 3); so a group is evaluated again when
 

@@ -34,13 +34,13 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from decoders.uuids import is_kafka_uuid
 from state.abandoned import abandoned_partitions
-from state.model import CONSUMER, SHARE, Group
+from state.model import CONSUMER, SHARE, STREAMS, Group
 
 TopicPartition = tuple[str, int]
 #: how many deleted group ids the tracker remembers (for the reason of a 404)
@@ -206,14 +206,24 @@ def group_owners(g: Group, keys: KeyTable | None = None) -> dict[TopicPartition,
     as its committed offsets name them: the owner labels of ``kafka_consumergroup_group_offset``
     (`streaming.serving.metrics`) and of the lag series; ``keys``: shared key tuples (`KeyTable`)."""
     by_id = g.kind in (CONSUMER, SHARE)
+    # a streams member's assignment is tasks -- (subtopology id, partition) -- and a task reads that
+    # partition of each of its subtopology's source topics (KIP-1071); a subtopology the topology
+    # does not name (state written before it was kept) owns nothing rather than a topic "0"
+    tasks: dict[str, list[str]] = (g.topology or {}).get("source_topics_of") or {}
+
+    def topics(t: str) -> Sequence[str]:
+        if g.kind == STREAMS:
+            return tasks.get(t, ())
+        return (g.topic_name(t) if by_id else t,)
+
     owners: dict[TopicPartition, Owner] = {}
     key = keys.key if keys is not None else _as_is
     for m in g.members.values():
         owner = Owner(m.client_host or UNKNOWN, m.member_id or UNKNOWN, m.client_id or UNKNOWN)
         for t, ps in m.assignment:
-            name = g.topic_name(t) if by_id else t
-            for p in ps:
-                owners[key((name, p))] = owner
+            for name in topics(t):
+                for p in ps:
+                    owners[key((name, p))] = owner
     return owners
 
 
@@ -301,13 +311,17 @@ class LagTracker:
         #: partitions whose end or sampled ends changed; everything (topic names changed)
         self._changed: set[TopicPartition] = set()
         self._all_changed = True
-        #: more topic-partitions whose log offsets to read each round (issue 26: the share
-        #: groups' share-partitions, `streaming.serving.share.ShareStateStore.wanted`)
-        self.also_wanted: list[Callable[[], set[TopicPartition]]] = []
+        #: more topic-partitions whose log offsets to read each round (`add_wanted`)
+        self._also_wanted: list[Callable[[], set[TopicPartition]]] = []
         #: the topic-partition tuples the groups' views and Burrow's windows share
         self.keys = KeyTable()
 
     # -- inputs --------------------------------------------------------------------------------
+    def add_wanted(self, more: Callable[[], set[TopicPartition]]) -> None:
+        """Register more topic-partitions whose log offsets each round reads (the share groups'
+        share-partitions: `streaming.pipeline.share_state.wanted_by`)."""
+        self._also_wanted.append(more)
+
     def apply_groups(
         self, changed: Iterable[tuple[str, Group | None]]
     ) -> list[tuple[str, GroupOffsets | None]]:
@@ -347,7 +361,7 @@ class LagTracker:
                 out.add((names.get(t, t), p))
             for t, p in v.owners:
                 out.add((names.get(t, t), p))
-        for more in self.also_wanted:
+        for more in self._also_wanted:
             out |= more()
         known = set(names.values())
         return {(t, p) for t, p in out if not (is_kafka_uuid(t) and t not in known)}

@@ -447,6 +447,7 @@ def _quarantine(call: _GroupCall, exc: Exception) -> list[tuple[Any, ...]]:
             error_type=info["error_type"],
             message=info["message"],
             record_type=info["record_type"],
+            at_ms=now_ms,
         ).to_json()
         rows.append((group_id, "event", _event_id(group_id, body), _dumps(body), GroupQuarantined.TYPE, None))
     return rows

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from streaming.lifecycle import Worker
 from streaming.serving.run_status import RunStatus
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,60 +58,47 @@ def batch_entry(progress: Any) -> dict[str, Any]:
     }
 
 
-class ProgressFollower:
-    """The ``mirror-progress`` thread: started after the query's first start, stopped (joined) by
-    the mirror's stop -- which takes the last batches' progress itself (`take`)."""
+class ProgressFollower(Worker):
+    """The ``mirror-progress`` thread: follows whichever query the mirror runs now (none yet: it
+    waits); stopped after the query, whose last batches' progress the query's stop takes (`take`)."""
 
     def __init__(
         self,
         settings: Settings,
-        store: SnapshotStore,
+        status: MirrorStatus,
         run: RunStatus,
         current_query: Callable[[], StreamingQuery | None],
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
+        super().__init__("mirror-progress", 0.2)
         self.settings = settings
-        self.store = store
+        self.status = status
         self.run = run
         self.current_query = current_query
         #: the mirror is stopping: after its stop line the log says nothing more (a first batch
         #: drained by the stop is not announced)
-        self.stopping = stopping
+        self.mirror_stopping = stopping
         #: keys of the progress entries taken, oldest first (`take`)
         self._taken: dict[tuple[str, int, str], None] = {}
         self._lock = threading.Lock()
-        self._failures = 0
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._following: StreamingQuery | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._follow, name="mirror-progress", daemon=True)
-        self._thread.start()
+    def work(self) -> None:
+        """Every new progress of the query running now -- and of the one it replaced, read to its
+        end first.  A failure (py4j hiccups while the JVM stops) is logged by `Worker.on_error`
+        -- the first, then every 100th -- and the next poll goes on."""
+        q = self.current_query()
+        following = self._following
+        if following is not None and following is not q:
+            self.take(following)
+        self._following = q
+        if q is not None:
+            self.take(q)
 
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-
-    def _follow(self) -> None:
-        following: StreamingQuery | None = None
-        while not self._stopped.wait(0.2):
-            q = self.current_query()
-            try:
-                if following is not None and following is not q:
-                    self.take(following)
-                following = q
-                if q is not None:
-                    self.take(q)
-            except Exception:  # py4j hiccups while the JVM stops: keep following, never crash
-                if self._stopped.is_set():
-                    return
-                self._failures += 1
-                # not once per poll: the first failure, then every 100th
-                if self._failures % 100 == 1:
-                    log.warning(
-                        "reading the query's progress failed (%d time(s))", self._failures, exc_info=True
-                    )
+    def on_error(self, exc: Exception) -> None:
+        self.errors += 1
+        if self.errors % 100 == 1:  # not once per poll
+            log.warning("reading the query's progress failed (%d time(s))", self.errors, exc_info=exc)
 
     def take(self, q: StreamingQuery) -> None:
         """Every progress of ``q`` not taken yet, oldest first.
@@ -146,17 +134,16 @@ class ProgressFollower:
         src = next((x for x in progress.sources if topic in str(x.endOffset or "")), None)
         positions = partition_offsets(src.endOffset if src else None, topic)
         latest = partition_offsets(getattr(src, "latestOffset", None) if src else None, topic)
-        r = self.store.readiness
         if positions:
-            r.update(positions, latest)
-        elif self.settings.source == "capture" and self.store.last_batch.batch_id >= 0:
+            self.status.advance(positions, latest)
+        elif self.settings.source == "capture" and self.status.last_batch.batch_id >= 0:
             files = [x for x in progress.sources if "FileStreamSource" in str(x.description)]
             if files and all(int(x.numInputRows) == 0 for x in files):
-                r.mark_ready()  # a replayed capture has been read completely
+                self.status.mark_ready()  # a replayed capture has been read completely
         if "addBatch" not in progress.durationMs:
             return  # a trigger that ran no batch: not a batch of the history (nor of its metrics)
         entry = batch_entry(progress)
-        if entry["batch_id"] == 0 and not self.stopping():  # a new checkpoint's first batch
+        if entry["batch_id"] == 0 and not self.mirror_stopping():  # a new checkpoint's first batch
             phases = ", ".join(
                 f"{k} {v / 1000:.1f}s" for k, v in sorted(entry["duration_ms"].items()) if v >= 100
             )

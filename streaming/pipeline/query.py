@@ -27,6 +27,7 @@ from streaming.pipeline.backfill import Backfill, has_seed, seed_source, startin
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
 from streaming.pipeline.sinks import OBSERVATION, MirrorSink
 from streaming.pipeline.source import read_source
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
@@ -58,15 +59,20 @@ class MirrorQuery:
         spark: SparkSession,
         settings: Settings,
         store: SnapshotStore,
+        status: MirrorStatus,
         config: OffsetConfig,
         *,
         on_batch: Sequence[BatchHook] = (),
         on_sink: Callable[[MirrorSink], None] | None = None,
         on_observed: Callable[[Mapping[str, int]], None] | None = None,
+        pool: str | None = None,
     ) -> None:
         self.spark = spark
+        #: the FAIR scheduler pool its jobs run in (a process mirroring several clusters)
+        self.pool = pool
         self.settings = settings
         self.store = store
+        self.status = status
         self.config = config
         self.on_batch = list(on_batch)
         #: told of every new sink (driver events made before it existed are written then)
@@ -88,6 +94,7 @@ class MirrorQuery:
             starting_offsets(s.topic, self.seed_ends) if seeded and self.seed_ends else "earliest",
         )
         sink = self._new_sink()
+        in_pool(self.spark, self.pool)
         query = self._writer(out).foreachBatch(sink).start()
         log.info("query %s started (checkpoint %s)", query.id, s.checkpoint_location)
         return query
@@ -99,8 +106,8 @@ class MirrorQuery:
         raw = read_source(
             self.spark,
             s,
-            sorted(self.store.readiness.targets) or None,
-            fail_on_data_loss=not self.store.status.drift_suspected.get("log_start"),
+            sorted(self.status.targets()) or None,
+            fail_on_data_loss=not self.status.drift_suspected("log_start"),
             starting_offsets=starting,
         )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
@@ -132,7 +139,9 @@ class MirrorQuery:
         )
 
     def _new_sink(self) -> MirrorSink:
-        sink = self.sink = MirrorSink(self.settings, self.store, self.spark, on_observed=self.on_observed)
+        sink = self.sink = MirrorSink(
+            self.settings, self.store, self.status, self.spark, on_observed=self.on_observed
+        )
         sink.on_batch.extend(self.on_batch)
         if self.on_sink is not None:
             self.on_sink(sink)
@@ -142,6 +151,13 @@ class MirrorQuery:
         """The driver's fold of the backfill through a sink, as the first batch's rows would go
         (`streaming.pipeline.backfill`)."""
         self._new_sink().apply_backfill(backfill.rows, backfill.observed)
+
+
+def in_pool(spark: SparkSession, pool: str | None) -> None:
+    """The FAIR scheduler pool of the query this thread starts next: Spark's stream thread inherits
+    the calling thread's local properties, so every job of that query runs in ``pool``."""
+    if pool is not None:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
 
 
 def stop_quietly(query: StreamingQuery, spark: SparkSession, *, restore: bool) -> None:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -158,8 +158,8 @@ def _launching_jvm(log_format: str) -> Iterator[None]:
     exits when the driver does (PySpark's gateway ends on its stdin's end).  HotSpot leaves a
     signal that is ignored at its start ignored (how ``nohup java`` works), so the child's
     disposition is all it takes.  PySpark exposes no hook for either: its launcher's ``Popen`` is
-    wrapped while the gateway starts (tests/test_streaming/test_app/test_stop_signals.py checks the JVM's
-    ignored-signal mask and the stop)."""
+    wrapped while the gateway starts (tests/test_streaming/test_app/test_run_cmd_stop_signals.py checks
+    the JVM's ignored-signal mask and the stop)."""
     from pyspark import java_gateway
 
     original = java_gateway.Popen
@@ -335,14 +335,18 @@ def warm_python_workers(spark: SparkSession) -> None:
     spark.range(0, n, 1, n).mapInArrow(_warm, "id long").collect()
 
 
-def mirror_session(settings: Settings, java_options: Sequence[str]) -> SparkSession:
-    """The mirror's own session: shuffle partitions, no UI, ``spark_conf`` on top, and what the
-    Kafka clients of Spark's source need of their JVMs (``java_options``: the OAUTHBEARER token
-    endpoint allowed, a krb5.conf ...), on executors started elsewhere too."""
+def mirror_session(
+    settings: Settings, java_options: Sequence[str], extra: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The mirror's own session: shuffle partitions, no UI, ``extra`` (the FAIR scheduler of a
+    process mirroring several clusters), ``spark_conf`` on top, and what the Kafka clients of
+    Spark's source need of their JVMs (``java_options``: the OAUTHBEARER token endpoint allowed, a
+    krb5.conf ...), on executors started elsewhere too."""
     s = settings
     conf = {
         "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
         "spark.ui.enabled": "false",
+        **(extra or {}),
         **s.spark_conf,
     }
     flags = " ".join(java_options)
@@ -380,3 +384,135 @@ def warm_in_background(spark: SparkSession) -> threading.Thread:
     thread = threading.Thread(target=warm, name="mirror-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+class SessionPart:
+    """The mirror's Spark session as a part of its lifecycle.  Made on the ``mirror-session``
+    thread, so that what comes after it in the start order runs meanwhile (the driver's Kafka
+    client and its backfill read overlap the Spark JVM's start); `get` waits for it and raises what
+    its start raised.  Given a session (tests, an embedding process): that one, never stopped here.
+
+    Once up: the plugin jars added, and -- unless ``warm`` says the first batch comes after ready
+    anyway (the driver folds the backfill) -- the Python workers warmed on ``mirror-warm-up``
+    (`wait_warm` before the query's first start)."""
+
+    name = "spark"
+
+    def __init__(
+        self,
+        settings: Settings,
+        java_options: Sequence[str],
+        spark: SparkSession | None = None,
+        *,
+        warm: Callable[[], bool] = lambda: True,
+        conf: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.java_options = list(java_options)
+        #: Spark settings of this process's own session, under ``spark_conf``
+        self.conf = dict(conf or {})
+        self.owned = spark is None
+        self._spark = spark
+        self.warm = warm
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._warming: threading.Thread | None = None
+        self._up = threading.Event()
+        self._stopped = False
+
+    def start(self) -> None:
+        if self._thread is not None or self._up.is_set():
+            return
+        if self._spark is not None:
+            self._spark.conf.set("spark.sql.shuffle.partitions", str(self.settings.shuffle_partitions))
+            self._ready(self._spark)
+            return
+        self._thread = threading.Thread(target=self._make, name="mirror-session", daemon=True)
+        self._thread.start()
+
+    def _make(self) -> None:
+        try:
+            began = time.monotonic()
+            spark = mirror_session(self.settings, self.java_options, self.conf)
+            log.info("Spark session up in %.1fs", time.monotonic() - began)
+            self._spark = spark
+            self._ready(spark)
+        except BaseException as exc:  # raised by get(), in the thread that needs the session
+            self._error = exc
+            self._up.set()
+
+    def _ready(self, spark: SparkSession) -> None:
+        try:
+            add_plugin_jars(spark, self.settings.kafka_plugin_jars)
+            if self.warm():
+                self._warming = warm_in_background(spark)
+        finally:
+            self._up.set()
+
+    def get(self) -> SparkSession:
+        """The session, once up (raises what its start raised)."""
+        if self._thread is None and not self._up.is_set():
+            raise RuntimeError("the Spark session part was not started")
+        self._up.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._spark is not None
+        return self._spark
+
+    @property
+    def session(self) -> SparkSession | None:
+        """The session if it is up (None: not yet, or it failed)."""
+        return self._spark if self._up.is_set() else None
+
+    def wait_warm(self, timeout_s: float) -> None:
+        """The Python workers' warm-up, if one runs (the query's first batch is faster warm)."""
+        if self._warming is not None:
+            self._warming.join(timeout_s)
+
+    def stop(self) -> None:
+        """The session, if this part made it -- after its start ended (a stop during the start)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self.owned and self._spark is not None and not self._stopped:
+            self._stopped = True
+            self._spark.stop()
+
+    def pin_pool(self) -> None:
+        """One cluster, one session: its queries run in Spark's default pool."""
+
+
+class ClusterSession:
+    """A cluster's own SQL session on the process's Spark, when one process mirrors several
+    clusters: its queries' names, its shuffle partitions and its scheduler pool are its own (two
+    queries of one name cannot run in one session); the SparkContext, its JVM and its Python
+    workers are shared.  ``pool``: the FAIR scheduler pool its queries' jobs run in (`pin_pool`, on
+    the thread that starts a query: Spark's stream thread inherits the local property), so that a
+    big cluster's backfill does not hold up a small cluster's micro-batches."""
+
+    owned = False  # the process's session part stops the SparkContext, never a cluster
+
+    def __init__(self, base: SessionPart, settings: Settings, pool: str | None) -> None:
+        self.base = base
+        self.settings = settings
+        self.pool = pool
+        self._spark: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> SparkSession:
+        with self._lock:
+            if self._spark is None:
+                spark = self.base.get().newSession()
+                spark.conf.set("spark.sql.shuffle.partitions", str(self.settings.shuffle_partitions))
+                self._spark = spark
+            return self._spark
+
+    @property
+    def session(self) -> SparkSession | None:
+        return self._spark
+
+    def wait_warm(self, timeout_s: float) -> None:
+        self.base.wait_warm(timeout_s)
+
+    def pin_pool(self) -> None:
+        if self.pool is not None:
+            self.get().sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)

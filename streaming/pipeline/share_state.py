@@ -14,21 +14,19 @@ nothing while share groups are idle.
       -> groupBy(group_id).applyInPandasWithState(fold_share)     state: `state.share` bytes
       -> foreachBatch(ShareSink)        `streaming.serving.share.ShareStateStore`, GET /errors
 
-`ShareStateMirror.attach(...)` wires it beside the mirror's query (a thread that waits for the
-topic, starts the query from its own checkpoint -- ``<checkpoint_location>/share-group-state`` --
-and restarts it after a failure; the lag reader's share-partitions; the ``share_state`` of
+`ShareStateQuery` is the query as the mirror's side-query supervisor
+(`streaming.app.supervisor.SideQuerySupervisor`, the ``mirror-share-state`` thread) runs it: it
+waits for the topic, starts from its own checkpoint -- ``<checkpoint_location>/share-group-state``
+-- and is restarted after a failure with the main query's restart policy; its health is in
+``/ready``'s ``parts`` and the metrics, and never gates ``/ready``.  The mirror registers its
+wiring (`wanted_by`: the lag reader's share-partitions; `share_view_of`: the ``share_state`` of
 ``GET /groups/{id}``); the exporter renders the share metrics from the same `ShareStateStore`.
-Its collaborators are handed in by the composition root (`streaming.app.mirror`): the session,
-the stores, the lag tracker and the cluster's log offsets (`streaming.cluster.groups`).  It does
-not gate ``/ready``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -40,7 +38,7 @@ from decoders import decode_share_state_record
 from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
 from streaming.health.lag import LagTracker
-from streaming.pipeline.query import stop_between_batches
+from streaming.pipeline.query import in_pool, stop_between_batches
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
 from streaming.serving.store import SnapshotStore
@@ -188,7 +186,7 @@ def checkpoint_of(settings: Settings) -> str:
 
 
 def start_query(
-    spark: SparkSession, settings: Settings, sink: ShareSink, partitions: list[int]
+    spark: SparkSession, settings: Settings, sink: ShareSink, partitions: list[int], pool: str | None = None
 ) -> StreamingQuery:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -206,6 +204,7 @@ def start_query(
     out = packed.groupBy("group_id").applyInPandasWithState(
         fold_share, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.NoTimeout
     )
+    in_pool(spark, pool)
     return (
         out.writeStream.queryName(QUERY_NAME)
         .outputMode("update")
@@ -236,139 +235,95 @@ def recover(spark: SparkSession, settings: Settings) -> list[tuple[str, bytes, d
     return out
 
 
-class ShareStateMirror:
-    """The share-state query's lifecycle beside a `Mirror`: wait for the topic, start, restart."""
+class ShareStateQuery:
+    """The share-state query as `streaming.app.supervisor.SideQuerySupervisor` runs it: when it can
+    start (the mirror caught up -- the backfill has the cores to itself until then -- and the topic
+    has partitions), its start (the share groups recovered from its checkpoint the first time) and
+    its stop.  Its wiring -- the lag tracker's wanted partitions, ``GET /groups/{id}``'s
+    ``share_state`` -- is registered by the mirror (`streaming.app.mirror`)."""
+
+    name = "share_state"
 
     def __init__(
         self,
         settings: Settings,
-        spark: SparkSession,
+        session: Callable[[], SparkSession],
         store: ShareStateStore,
-        groups: SnapshotStore,
+        errors_to: SnapshotStore,
         partition_offsets: PartitionOffsets,
+        *,
+        ready: Callable[[], bool],
+        restore_logging: bool = True,
+        pool: str | None = None,
     ) -> None:
         self.settings = settings
-        self.spark = spark
+        self.session = session
         self.store = store
-        #: the mirror's store (undecodable records of the topic go to its ``GET /errors``)
-        self.groups = groups
+        #: the mirror's store: undecodable records of the topic go to its ``GET /errors``
+        self.errors_to = errors_to
         self.partition_offsets = partition_offsets
-        self.query: StreamingQuery | None = None
-        self.failure: str | None = None
-        self.restarts = 0
-        self._denied = False
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mirror-share-state", daemon=True)
+        self.ready = ready
+        #: restore Spark's logging after a stop (a session the mirror does not own)
+        self.restore_logging = restore_logging
+        self.pool = pool
+        self._partitions: list[int] = []
+        self._recovered = False
 
-    @classmethod
-    def attach(
-        cls,
-        settings: Settings,
-        spark: SparkSession,
-        store: ShareStateStore,
-        groups: SnapshotStore,
-        lag: LagTracker,
-        *,
-        partition_offsets: PartitionOffsets | None,
-    ) -> ShareStateMirror | None:
-        """Wire the share-state query beside the mirror's (None: off, or not a Kafka source)."""
-        s = settings
-        if not (s.share_state_enabled and s.source == "kafka") or partition_offsets is None:
-            return None
-        self = cls(settings, spark, store, groups, partition_offsets)
-
-        def names() -> dict[str, str]:
-            return dict(lag.topic_names)
-
-        def ends() -> dict[tuple[str, int], int]:
-            r = lag.round
-            return {} if r is None else {tp: e.high_watermark for tp, e in r.partitions.items()}
-
-        lag.also_wanted.append(lambda: self.store.wanted(names()))
-        groups.share_state = lambda gid: (
-            None if (blob := self.store.blob(gid)) is None else share_view(blob, names(), ends())
-        )
-        self._thread.start()
-        return self
-
-    def _partitions(self) -> list[int] | None:
-        """``__share_group_state``'s partitions (None: no share group initialised one yet, or the
-        principal may not Describe the topic -- said once)."""
+    def waiting(self) -> str | None:
+        """Why the query cannot start now; `PermissionError` when the principal may not Describe
+        ``__share_group_state``."""
+        if not self.ready():
+            return "waiting for the mirror to catch up"
         try:
             _, ends = self.partition_offsets(TOPIC)
         except PermissionError as exc:  # the cluster client's TopicAuthorizationError
-            if not self._denied:
-                log.warning("share groups' delivery state not read: %s (Describe and Read on %s)", exc, TOPIC)
-                self._denied = True
-            return None
+            raise PermissionError(f"{exc} (Describe and Read on {TOPIC})") from None
         except Exception as exc:
             if "UnknownTopicOrPartition" in str(exc) or "LeaderNotAvailable" in str(exc):
-                return None  # no share group initialised a share-partition yet
+                return f"waiting for {TOPIC} (no share group has initialised a share-partition yet)"
             raise
-        return sorted(ends) or None
+        if not ends:
+            return f"waiting for {TOPIC}'s partitions"
+        self._partitions = sorted(ends)
+        return None
 
-    def _run(self) -> None:
+    def begin(self) -> StreamingQuery:
         s = self.settings
-        next_check = 0.0
-        backoff = s.query_restart_backoff_s
-        recovered = False
-        while not self._stopped.wait(0.5):
-            try:
-                if self.query is not None and self.query.isActive:
-                    continue
-                now = time.monotonic()
-                if now < next_check or not self.groups.readiness.ready:
-                    # not before the mirror is ready: the backfill has the cores to itself
-                    continue
-                if self.query is not None:  # failed
-                    exc = self.query.exception()
-                    self.failure = str(exc).splitlines()[0] if exc is not None else "stopped"
-                    log.error("the share-state query failed (%s); restarting in %.0fs", self.failure, backoff)
-                    self.query = None
-                    next_check = now + backoff
-                    backoff = min(s.query_restart_backoff_max_s, backoff * 2)
-                    self.restarts += 1
-                    continue
-                partitions = self._partitions()
-                if partitions is None:
-                    next_check = now + s.topic_wait_interval_s
-                    continue
-                if not recovered:
-                    n = self.store.load(recover(self.spark, s))
-                    recovered = True
-                    if n:
-                        log.info("recovered %d share groups from %s", n, checkpoint_of(s))
-                if self._stopped.is_set():
-                    return  # the mirror is stopping: no query now
-                sink = ShareSink(self.store, self.groups)
-                self.query = start_query(self.spark, s, sink, partitions)
-                self.failure = None
-                if self._stopped.is_set():
-                    return  # started as the mirror began to stop: stop() (joining us) stops it, unannounced
-                log.info("share-state query started (%s, %d partitions)", TOPIC, len(partitions))
-            except Exception:  # never fatal for the mirror: retried
-                if self._stopped.is_set():
-                    return
-                log.warning("share-state query step failed", exc_info=True)
-                next_check = time.monotonic() + backoff
+        spark = self.session()
+        if not self._recovered:
+            n = self.store.load(recover(spark, s))
+            self._recovered = True
+            if n:
+                log.info("recovered %d share groups from %s", n, checkpoint_of(s))
+        return start_query(spark, s, ShareSink(self.store, self.errors_to), self._partitions, self.pool)
 
-    def running(self) -> bool:
-        q = self.query
-        return q is not None and bool(q.isActive)
+    def describe(self) -> str:
+        """What the supervisor's "started" line says of it."""
+        return f"{TOPIC}, {len(self._partitions)} partitions"
 
-    def stop(self, *, restore: bool = True) -> None:
-        """No query starts after this (the thread is joined first: one it is starting is then
-        stopped too).  Spark's logging is restored afterwards only when ``restore``: the
-        DAGScheduler logs about the cancelled job group on its own thread, after ``stop()``
-        returned."""
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-        q = self.query
-        if q is not None:
-            try:
-                # between two batches, and Spark's lines about stopping (a job group with no
-                # active job to cancel: a WARN at every stop) are not the user's business
-                stop_between_batches(q, self.spark, 30.0, restore=restore)
-            except Exception:
-                log.debug("stopping the share-state query failed", exc_info=True)
+    def end(self, query: StreamingQuery) -> None:
+        # between two batches, and Spark's lines about stopping (a job group with no active job to
+        # cancel: a WARN at every stop) are not the user's business; Spark's logging is restored
+        # afterwards only for a session the mirror does not own: the DAGScheduler logs about the
+        # cancelled job group on its own thread, after ``stop()`` returned
+        stop_between_batches(query, self.session(), 30.0, restore=self.restore_logging)
+
+
+def share_view_of(store: ShareStateStore, lag: LagTracker) -> Callable[[str], dict[str, Any] | None]:
+    """``GET /groups/{id}``'s ``share_state``: a share group's delivery state, its topics named and
+    its lag against the lag tracker's latest round."""
+
+    def view(group_id: str) -> dict[str, Any] | None:
+        blob = store.blob(group_id)
+        if blob is None:
+            return None
+        r = lag.round
+        ends = {} if r is None else {tp: e.high_watermark for tp, e in r.partitions.items()}
+        return share_view(blob, dict(lag.topic_names), ends)
+
+    return view
+
+
+def wanted_by(store: ShareStateStore, lag: LagTracker) -> Callable[[], set[tuple[str, int]]]:
+    """The share-partitions whose log offsets the lag rounds read (registered with the tracker)."""
+    return lambda: store.wanted(dict(lag.topic_names))

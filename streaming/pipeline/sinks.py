@@ -12,8 +12,9 @@ same rows):
 * change events / committed offsets to Kafka topics -- written with Spark's Kafka sink (the same
   ``kafka.*`` client options as the source), then a per-sink marker file under the checkpoint
   records the batch id; a batch at or below the marker is not written again.  A crash between the
-  write and the marker re-sends that batch once: every event carries a deterministic ``event_id``
-  and the offsets feed is a compacted topic keyed by partition, so consumers see no difference.
+  write and the marker re-sends that batch once, with the same events (a re-run batch has the same
+  rows and time): consumers drop them by their identity (`state.events.event_key`); the offsets
+  feed is a compacted topic keyed by partition, so its consumers see no difference.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from state.events import RebalanceTimed
 from streaming.serving.catalogue import REBALANCE_DURATION_BUCKETS, reason_label, record_type_label
-from streaming.serving.store import BatchStats, SnapshotStore
+from streaming.serving.status import BatchStats, MirrorStatus
+from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -107,7 +109,7 @@ class BatchMarker:
 def batch_tallies(
     events: list[str], errors: list[dict[str, Any]], quarantined: Sequence[dict[str, Any]] = ()
 ) -> dict[tuple[str, ...], int]:
-    """What the mirror-level metrics count per batch (`SnapshotStore.tallies`): events by type,
+    """What the mirror-level metrics count per batch (`MirrorStatus.tallies`): events by type,
     expired offsets by origin and deleted groups by reason -- which outlive the groups' own series
     -- and skipped records by status, record type and reason class.  ``events``: the event rows'
     tallies as the adapter made them (`streaming.pipeline.adapter.event_tally`), not their JSON."""
@@ -165,12 +167,14 @@ class MirrorSink:
         self,
         settings: Settings,
         store: SnapshotStore,
+        status: MirrorStatus,
         spark: SparkSession,
         *,
         on_observed: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.status = status
         self.spark = spark
         #: told each batch's observed decode counts, once per batch id (`observed_counts`)
         self.on_observed = on_observed
@@ -211,7 +215,7 @@ class MirrorSink:
         finally:
             df.unpersist()
         done = time.monotonic()
-        self.store.last_batch = BatchStats(
+        stats = BatchStats(
             batch_id=batch_id,
             output_rows=len(rows),
             duration_ms=int((done - started) * 1000),
@@ -220,7 +224,8 @@ class MirrorSink:
             apply_ms=int((applied - collected) * 1000),
             write_ms=int((done - applied) * 1000),
         )
-        log.debug("batch %d: %s", batch_id, self.store.last_batch)
+        self.status.batch_done(stats)
+        log.debug("batch %d: %s", batch_id, stats)
         for hook in self.on_batch:
             hook(batch_id, rows)
 
@@ -329,9 +334,9 @@ class MirrorSink:
         self.store.apply(batch_id, snapshots)
         # a batch run again (the query restarted from the checkpoint after this sink saw it, before
         # its commit) is applied again -- the same values -- but counted once
-        counted = batch_id <= self.store.counted_batch and not count
-        if not counted:
-            self.store.add_tallies(batch_tallies(tallies, errors, quarantined))
+        fresh = self.status.count_batch(batch_id, force=count)
+        if fresh:
+            self.status.add_tallies(batch_tallies(tallies, errors, quarantined))
             if observed and self.on_observed is not None:
                 self.on_observed(observed)
             self.store.timeline.add_json(events)  # issue 26: GET /groups/{id}/timeline
@@ -347,13 +352,12 @@ class MirrorSink:
                     q["source_partition"],
                     q["source_offset"],
                 )
-        if errors and not counted:
+        if errors and fresh:
             self.store.add_errors(errors)
             # one line per batch, never one per record
             log.warning(
                 "batch %d: %d record(s) could not be decoded (GET /errors lists them)", batch_id, len(errors)
             )
-        self.store.counted_batch = max(self.store.counted_batch, batch_id)
         if self.events_dir is not None and events:
             path = self.events_dir / f"{events_name or f'events-{batch_id:012d}'}.jsonl"
             tmp = path.with_name("." + path.name + ".tmp")

@@ -53,6 +53,7 @@ from uvicorn.server import Server
 
 from streaming.serving.insights import with_commit_rate
 from streaming.serving.render import resolve_topic_ids
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 
 log = logging.getLogger("coordinator_mirror.http")
@@ -184,20 +185,36 @@ class _Authenticate:
 
 # --------------------------------------------------------------------------------------- handlers
 @dataclass
-class ApiContext:
-    """What the endpoints read: the store and the mirror's callbacks."""
+class ClusterView:
+    """What the endpoints read of one mirrored cluster: its groups, its status, its lag routes."""
 
     store: SnapshotStore
-    metrics: Callable[[], tuple[bytes, str]] | None = None
-    health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
-    openmetrics: Callable[[], tuple[bytes, str]] | None = None
+    #: the cluster's own status (readiness, source, query, parts): ``/ready``
+    status: MirrorStatus = field(default_factory=MirrorStatus)
     #: the lag routes (``/groups/{id}/lag``, Burrow's ``/v3/kafka/...``): raw path -> (status, JSON),
     #: None when the path is not theirs (`streaming.serving.burrow.lag_route`)
     lag_route: Callable[[str], tuple[int, Any] | None] | None = None
     #: topic id -> name from cluster metadata, applied to ``GET /groups/{id}``
     topic_names: Callable[[], Mapping[str, str]] | None = None
-    #: issue 38: ``GET /groups/{id}/offsets?at=`` (see `OffsetsAt`); None: the history is off
+    #: a share group's delivery state (`streaming.serving.share.share_view`), None: not read
+    share_state: Callable[[str], dict[str, Any] | None] | None = None
+    #: ``GET /groups/{id}/offsets?at=`` (see `OffsetsAt`); None: the offset history is off
     offsets_at: OffsetsAt | None = None
+
+
+@dataclass
+class ApiContext:
+    """What the endpoints read: each mirrored cluster's view (in the settings' order; one for a
+    single cluster) and the process's callbacks."""
+
+    clusters: dict[str, ClusterView]
+    metrics: Callable[[], tuple[bytes, str]] | None = None
+    health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
+    openmetrics: Callable[[], tuple[bytes, str]] | None = None
+
+    @property
+    def single(self) -> bool:
+        return len(self.clusters) == 1
 
 
 def _ctx(request: Request) -> ApiContext:
@@ -247,8 +264,50 @@ def _json(request: Request, status: int, obj: Any) -> Response:
     return _send(request, status, body, "application/json")
 
 
+def _selected(request: Request) -> tuple[list[tuple[str, ClusterView]], Response | None]:
+    """The clusters ``?cluster=`` names (repeatable), or all; a 404 naming the known clusters when
+    one is not mirrored here."""
+    ctx = _ctx(request)
+    wanted = request.query_params.getlist("cluster")
+    unknown = [c for c in wanted if c not in ctx.clusters]
+    if unknown:
+        body = {"error": "cluster_not_found", "cluster": unknown[0], "clusters": list(ctx.clusters)}
+        return [], _json(request, 404, body)
+    return [(n, v) for n, v in ctx.clusters.items() if not wanted or n in wanted], None
+
+
+def _holding(request: Request, group_id: str) -> tuple[str, ClusterView] | Response:
+    """The cluster whose group ``group_id`` is: ``?cluster=`` when given, else the one cluster
+    that holds it.  404 when none does, 409 when several do (the answer lists them: ask again with
+    ``?cluster=``)."""
+    selected, error = _selected(request)
+    if error is not None:
+        return error
+    if len(selected) == 1:
+        return selected[0]
+    holders = [(n, v) for n, v in selected if group_id in v.store]
+    if len(holders) == 1:
+        return holders[0]
+    if not holders:
+        return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
+    names = [n for n, _ in holders]
+    return _json(
+        request,
+        409,
+        {
+            "error": "group_in_several_clusters",
+            "group_id": group_id,
+            "clusters": names,
+            "message": "a group of this id exists in several mirrored clusters: ask with ?cluster=<name>",
+        },
+    )
+
+
 def _groups(request: Request) -> Response:
-    rows = _ctx(request).store.summaries()
+    selected, error = _selected(request)
+    if error is not None:
+        return error
+    rows = [{**r, "cluster": name} for name, view in selected for r in view.store.summaries()]
     for name in ("kind", "state"):
         wanted = set(request.query_params.getlist(name))
         if wanted:
@@ -266,16 +325,19 @@ def _raw_path(request: Request) -> str:
 
 def _group(request: Request) -> Response:
     group_id = unquote(_raw_path(request)[len("/groups/") :], errors="replace")
-    ctx = _ctx(request)
-    snapshot = ctx.store.group(group_id)
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    name, view = held
+    snapshot = view.store.group(group_id)
     if snapshot is None:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
-    if ctx.topic_names is not None:
-        snapshot = resolve_topic_ids(snapshot, ctx.topic_names())
-    share_state = ctx.store.share_state(group_id) if ctx.store.share_state is not None else None
+    if view.topic_names is not None:
+        snapshot = resolve_topic_ids(snapshot, view.topic_names())
+    share_state = view.share_state(group_id) if view.share_state is not None else None
     if share_state is not None:  # a share group's delivery state (`streaming.serving.share`)
         snapshot = {**snapshot, "share_state": share_state}
-    return _json(request, 200, with_commit_rate(with_iso_times(snapshot)))
+    return _json(request, 200, with_commit_rate(with_iso_times({**snapshot, "cluster": name})))
 
 
 def _timeline(request: Request) -> Response:
@@ -287,7 +349,10 @@ def _timeline(request: Request) -> Response:
     group_id = unquote(path[len("/groups/") : -len("/timeline")], errors="replace")
     limit_text = request.query_params.get("limit")
     limit = int(limit_text) if limit_text and limit_text.isdigit() else None
-    timeline = _ctx(request).store.timeline
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    timeline = held[1].store.timeline
     events = timeline.events(group_id, limit)
     if events is None:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
@@ -301,10 +366,23 @@ def _lag(request: Request) -> Response:
     path = _raw_path(request)
     if path.startswith("/groups/") and not path.endswith("/lag"):
         return _group(request)
-    routed = ctx.lag_route(path) if ctx.lag_route is not None else None
+    if path.startswith("/groups/"):
+        held = _holding(request, unquote(path[len("/groups/") : -len("/lag")], errors="replace"))
+        if isinstance(held, Response):
+            return held
+        view = held[1]
+    else:  # Burrow's: /v3/kafka lists every cluster, /v3/kafka/{cluster}/... is that cluster's
+        parts = path.strip("/").split("/")
+        first = next(iter(ctx.clusters.values()))
+        # a cluster not mirrored here: Burrow's own 404, from any cluster's Burrow
+        view = ctx.clusters.get(unquote(parts[2]), first) if len(parts) > 2 else first
+    routed = view.lag_route(path) if view.lag_route is not None else None
     if routed is None:
         return _json(request, 404, {"error": "not_found", "path": request.url.path})
-    return _json(request, *routed)
+    status, body = routed
+    if path.rstrip("/") == "/v3/kafka" and isinstance(body, dict):
+        body = {**body, "clusters": list(ctx.clusters)}
+    return _json(request, status, body)
 
 
 # ------------------------------------------------------------ issue 38: offsets as of a moment
@@ -320,36 +398,70 @@ def _offsets_at(request: Request) -> Response:
     if not path.endswith("/offsets"):
         return _group(request)
     group_id = unquote(path[len("/groups/") : -len("/offsets")], errors="replace")
-    hook = _ctx(request).offsets_at
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    hook = held[1].offsets_at
     if hook is None:
         return _json(request, 404, {"error": "offset_history_off", "group_id": group_id})
     return _json(request, *hook(group_id, request.query_params.get("at")))
 
 
 # ----------------------------------------------------------------------------------- readiness
-def ready_body(store: SnapshotStore) -> tuple[bool, dict[str, Any]]:
+def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
-    "query restarting: ..." or "catching up"."""
-    r, status = store.readiness, store.status
-    body = r.to_json()
+    "query restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
+    query (the share-state query), reported and never gating readiness."""
+    view = status.view()
+    body = status.readiness_json()
     reason = None
-    if status.waiting_reason:
-        reason = status.waiting_reason
-    elif not status.source_up:
-        reason = f"source unavailable: {status.source_error}"
-    elif store.failure:
-        reason = f"query restarting: {store.failure}"
-    elif not r.ready:
+    if view.waiting_reason:
+        reason = view.waiting_reason
+    elif not view.source_up:
+        reason = f"source unavailable: {view.source_error}"
+    elif view.failure:
+        reason = f"query restarting: {view.failure}"
+    elif not body["ready"]:
         reason = "catching up"
     body["ready"] = reason is None
     body["reason"] = reason
-    body["source_up"] = status.source_up
+    body["source_up"] = view.source_up
+    body["parts"] = {name: health.to_json() for name, health in sorted(view.parts.items())}
+    return reason is None, body
+
+
+def fleet_ready_body(clusters: Mapping[str, MirrorStatus]) -> tuple[bool, dict[str, Any]]:
+    """``/ready`` of a process mirroring several clusters: ready once at least one cluster is ready
+    and none is catching up -- a cluster that is down, refuses the mirror or waits for its topic is
+    reported in ``clusters`` and does not hold the others' readiness (a pod serving two healthy
+    clusters stays in its Service while the third is down).  ``/ready?cluster=NAME``: that
+    cluster's own readiness, as a single cluster's."""
+    bodies = {name: ready_body(status) for name, status in clusters.items()}
+    ready_ones = [n for n, (ok, _) in bodies.items() if ok]
+    catching_up = [n for n, (_, b) in bodies.items() if b["reason"] == "catching up"]
+    reason = None
+    if catching_up:
+        reason = f"catching up: {', '.join(catching_up)}"
+    elif not ready_ones:
+        reason = "no cluster is ready"
+    body = {
+        "ready": reason is None,
+        "reason": reason,
+        "clusters": {n: b for n, (_, b) in bodies.items()},
+    }
     return reason is None, body
 
 
 def _ready(request: Request) -> Response:
-    ok, body = ready_body(_ctx(request).store)
+    ctx = _ctx(request)
+    selected, error = _selected(request)
+    if error is not None:
+        return error
+    if len(selected) == 1 and (ctx.single or request.query_params.get("cluster")):
+        ok, body = ready_body(selected[0][1].status)
+    else:
+        ok, body = fleet_ready_body({n: v.status for n, v in selected})
     return _json(request, 200 if ok else 503, body)
 
 
@@ -359,7 +471,11 @@ def _healthz(request: Request) -> Response:
 
 
 def _errors(request: Request) -> Response:
-    return _json(request, 200, {"errors": list(_ctx(request).store.errors)})
+    selected, error = _selected(request)
+    if error is not None:
+        return error
+    rows = [{**e, "cluster": name} for name, view in selected for e in view.store.errors_list()]
+    return _json(request, 200, {"errors": rows})
 
 
 def _metrics(request: Request) -> Response:
@@ -384,7 +500,9 @@ def _burrow_admin(request: Request) -> Response:
 
 def _burrow_ready(request: Request) -> Response:
     """Burrow's readiness path: ``READY`` when ``/ready`` is 200, else 503 ``STARTING``."""
-    ok, _ = ready_body(_ctx(request).store)
+    ctx = _ctx(request)
+    statuses = {n: v.status for n, v in ctx.clusters.items()}
+    ok, _ = ready_body(next(iter(statuses.values()))) if ctx.single else fleet_ready_body(statuses)
     return _send(request, 200 if ok else 503, b"READY" if ok else b"STARTING", "text/plain; charset=utf-8")
 
 
@@ -545,6 +663,10 @@ class MirrorHTTPServer:
         metrics: Callable[[], tuple[bytes, str]] | None = None,
         health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         *,
+        status: MirrorStatus | None = None,
+        share_state: Callable[[str], dict[str, Any] | None] | None = None,
+        cluster_name: str = "default",
+        clusters: Mapping[str, ClusterView] | None = None,
         openmetrics: Callable[[], tuple[bytes, str]] | None = None,
         lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
         topic_names: Callable[[], Mapping[str, str]] | None = None,
@@ -559,8 +681,12 @@ class MirrorHTTPServer:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
-        ctx = ApiContext(store, metrics, health or (lambda: (True, {})), openmetrics, lag_route, topic_names)
-        ctx.offsets_at = offsets_at  # issue 38
+        if clusters is None:  # one cluster: the views given one by one
+            one = ClusterView(store, status or MirrorStatus(), lag_route, topic_names, share_state, offsets_at)
+            clusters = {cluster_name: one}
+        ctx = ApiContext(dict(clusters), metrics, health or (lambda: (True, {})), openmetrics)
+        #: what ``/ready`` reads of the first cluster (the only one, mostly)
+        self.status = next(iter(ctx.clusters.values())).status
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)

@@ -602,6 +602,29 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="supervisor",
     ),
     _m(
+        "coordinator_mirror_share_state_query_state",
+        "gauge",
+        "The share-state query's state, one series per state, 1 for the current one: waiting (for "
+        "the catch-up, or for __share_group_state to exist), running, restarting (failed; restarted "
+        "after the backoff), failed (a cause no restart fixes; tried again every "
+        "query_restart_backoff_max_s), not_authorized (an ACL on __share_group_state is missing), "
+        "stopped.  No series with share_state_enabled off.  Never gates /ready.",
+        "state",
+        source="share-state supervisor",
+    ),
+    _m(
+        "coordinator_mirror_share_state_query_restarts_total",
+        "counter",
+        "Times the share-state query was started again after a failure.",
+        source="share-state supervisor",
+    ),
+    _m(
+        "coordinator_mirror_share_state_query_failures_total",
+        "counter",
+        "Times the share-state query failed (the failure is logged and in /ready's parts.share_state).",
+        source="share-state supervisor",
+    ),
+    _m(
         "coordinator_mirror_groups_quarantined",
         "gauge",
         "Groups whose fold failed and which keep their last good state (GET /groups/{id} quarantine).",
@@ -789,7 +812,7 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         "gauge",
         "When the last micro-batch finished (Unix time).",
         unit="seconds",
-        source="store.last_batch",
+        source="status.last_batch",
     ),
     _m(
         "coordinator_mirror_state_rows",
@@ -823,6 +846,11 @@ def _s(name: str, type_: MetricType, help_: str, labels: tuple[str, ...], source
 
 
 _SHARE_PARTITION: Final = (CLUSTER, GROUP, "topic", "partition")
+
+#: the states of a supervised part beside the main query (`streaming.serving.status.PartHealth`)
+PART_STATES: Final[tuple[str, ...]] = (
+    "waiting", "running", "restarting", "failed", "not_authorized", "stopped",
+)  # fmt: skip
 
 #: share groups (KIP-932) from `__share_group_state` (issue 26; docs/insights.md)
 SHARE_METRICS: Final[tuple[MetricDef, ...]] = (

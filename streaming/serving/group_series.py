@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import io
-import math
 import sys
 from array import array
 from collections import Counter
@@ -35,6 +34,7 @@ from streaming.serving.catalogue import (
     MetricDef,
 )
 from streaming.serving.render import assignor
+from streaming.serving.text_format import escape, fmt, header
 
 #: a sample: label values in the family's label order, value
 Samples = list[tuple[tuple[str, ...], float]]
@@ -65,24 +65,6 @@ _SCALAR_MS: Final = {
 _SCALARS: Final = tuple(_SCALAR_MS)
 #: lines held before they are encoded into the body (keeps the transient strings few)
 _FLUSH_PARTS: Final = 8192
-
-
-def escape(value: str) -> str:
-    """A label value in the text format: backslash, double quote and newline escaped."""
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
-
-
-def fmt(value: float) -> str:
-    """Integers exactly (offsets), other values as Python's shortest round-trip repr."""
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 2**53):
-        return str(int(value))
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
 
 
 def _label(value: str | None) -> str:
@@ -292,8 +274,7 @@ class Body:
 
     def header(self, m: MetricDef) -> None:
         self.flush()
-        text = m.help.replace("\\", "\\\\").replace("\n", "\\n")
-        self.parts.append(f"# HELP {m.name} {text}\n# TYPE {m.name} {m.type}\n")
+        self.parts.append(header(m))
 
     def samples(self, m: MetricDef, samples: Samples, prefix: str = "", written: int = 0) -> None:
         """Samples with their own label values: the family's labels after the first ``written``,

@@ -20,26 +20,9 @@ from streaming.health.lag import LagTracker, PartitionLag, iter_lag
 from streaming.health.retention import RetentionWatch
 from streaming.serving import lag_view
 from streaming.serving.burrow import Burrow
-from streaming.serving.catalogue import LAG_METRICS, MetricDef
+from streaming.serving.catalogue import LAG_METRICS
+from streaming.serving.text_format import escape, fmt, header
 from streaming.settings import Settings
-
-
-def _esc(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
-
-
-def _num(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if value == int(value) and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _header(m: MetricDef) -> str:
-    return f"# HELP {m.name} {m.help}\n# TYPE {m.name} {m.type}\n"
 
 
 class LagExporter:
@@ -86,7 +69,7 @@ class LagExporter:
 
     def _render(self) -> bytes:
         t = self.tracker
-        c = f'cluster_name="{_esc(self.cluster)}"'
+        c = f'cluster_name="{escape(self.cluster)}"'
         out: dict[str, list[str]] = {m.name: [] for m in LAG_METRICS}
         r = t.round
         watcher = self.burrow.watcher if self.burrow is not None else None
@@ -95,10 +78,8 @@ class LagExporter:
         topics: set[str] = set()
         for gid, view, all_rows in iter_lag(t):
             topics.update(x.topic for x in all_rows)
-            g = f'{c},group="{_esc(gid)}"'
-            out["coordinator_mirror_group_lag_slo_seconds"].append(
-                f"{g}}} {_num(self.settings.lag_slo(gid))}"
-            )
+            g = f'{c},group="{escape(gid)}"'
+            out["coordinator_mirror_group_lag_slo_seconds"].append(f"{g}}} {fmt(self.settings.lag_slo(gid))}")
             rows = all_rows
             abandoned = [x for x in all_rows if x.abandoned]
             if abandoned:  # a topic the members left: its lag apart from the group's (issue 26)
@@ -109,26 +90,26 @@ class LagExporter:
                         ghost[x.topic] = ghost.get(x.topic, 0.0) + x.lag
                 for topic, v in sorted(ghost.items()):
                     out["coordinator_mirror_group_abandoned_lag"].append(
-                        f'{g},topic="{_esc(topic)}"}} {_num(v)}'
+                        f'{g},topic="{escape(topic)}"}} {fmt(v)}'
                     )
             finite = [x for x in rows if not math.isnan(x.lag)]
             if finite:
-                out["kafka_consumergroup_group_max_lag"].append(f"{g}}} {_num(max(x.lag for x in finite))}")
-                out["kafka_consumergroup_group_sum_lag"].append(f"{g}}} {_num(sum(x.lag for x in finite))}")
+                out["kafka_consumergroup_group_max_lag"].append(f"{g}}} {fmt(max(x.lag for x in finite))}")
+                out["kafka_consumergroup_group_sum_lag"].append(f"{g}}} {fmt(sum(x.lag for x in finite))}")
                 by_topic: dict[str, float] = {}
                 for x in finite:
                     by_topic[x.topic] = by_topic.get(x.topic, 0.0) + x.lag
                 for topic, v in sorted(by_topic.items()):
                     out["kafka_consumergroup_group_topic_sum_lag"].append(
-                        f'{g},topic="{_esc(topic)}"}} {_num(v)}'
+                        f'{g},topic="{escape(topic)}"}} {fmt(v)}'
                     )
             secs = [x.lag_seconds for x in rows if not math.isnan(x.lag_seconds)]
             if secs:
-                out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {_num(max(secs))}")
+                out["kafka_consumergroup_group_max_lag_seconds"].append(f"{g}}} {fmt(max(secs))}")
             for topic in t.deleted_topics(view, all_rows):
-                out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{_esc(topic)}"}} 1')
+                out["coordinator_mirror_topic_deleted"].append(f'{g},topic="{escape(topic)}"}} 1')
             for topic in t.denied_topics(view):
-                out["coordinator_mirror_topic_not_authorized"].append(f'{g},topic="{_esc(topic)}"}} 1')
+                out["coordinator_mirror_topic_not_authorized"].append(f'{g},topic="{escape(topic)}"}} 1')
             if watcher is not None and gid in watcher.groups:
                 out["coordinator_mirror_consumer_status"].append(f"{g}}} {watcher.groups[gid]}")
             estimates = self._catch_up(out, g, history, gid, all_rows)
@@ -150,25 +131,25 @@ class LagExporter:
                 if x.end is None:
                     continue  # end unknown (deleted topic, not read yet): no lag series, as they evict
                 labels = _partition_labels(g, x)
-                out["kafka_consumergroup_group_lag"].append(f"{labels}}} {_num(x.lag)}")
-                out["kafka_consumergroup_group_lag_seconds"].append(f"{labels}}} {_num(x.lag_seconds)}")
+                out["kafka_consumergroup_group_lag"].append(f"{labels}}} {fmt(x.lag)}")
+                out["kafka_consumergroup_group_lag_seconds"].append(f"{labels}}} {fmt(x.lag_seconds)}")
                 if watcher is not None:
                     st = watcher.partitions.get((gid, x.topic, x.partition))
                     if st is not None:
                         out["coordinator_mirror_consumer_partition_status"].append(
-                            f'{g},topic="{_esc(x.topic)}",partition="{x.partition}"}} {st}'
+                            f'{g},topic="{escape(x.topic)}",partition="{x.partition}"}} {st}'
                         )
         if r is not None:
             for (topic, p), ends in sorted(r.partitions.items()):
-                tp = f'{c},topic="{_esc(topic)}",partition="{p}"}}'
+                tp = f'{c},topic="{escape(topic)}",partition="{p}"}}'
                 out["kafka_partition_latest_offset"].append(f"{tp} {ends.high_watermark}")
                 if ends.earliest is not None:
                     out["kafka_partition_earliest_offset"].append(f"{tp} {ends.earliest}")
                 out["coordinator_mirror_partition_stable_offset"].append(f"{tp} {ends.stable}")
             out["coordinator_mirror_lag_sample_timestamp_seconds"].append(
-                f"{c}}} {_num(r.sampled_at_ms / 1000)}"
+                f"{c}}} {fmt(r.sampled_at_ms / 1000)}"
             )
-            out["coordinator_mirror_lag_round_seconds"].append(f"{c}}} {_num(r.round_seconds)}")
+            out["coordinator_mirror_lag_round_seconds"].append(f"{c}}} {fmt(r.round_seconds)}")
             out["coordinator_mirror_lag_partitions"].append(f"{c}}} {len(r.partitions)}")
             for reason, n in t.unresolved_topic_ids(topics).items():
                 out["coordinator_mirror_topic_ids_unresolved"].append(f'{c},reason="{reason}"}} {n}')
@@ -179,7 +160,7 @@ class LagExporter:
         parts: list[str] = []
         series = 0
         for m in LAG_METRICS:
-            parts.append(_header(m))
+            parts.append(header(m))
             lines = out[m.name]
             series += len(lines)
             parts.extend(f"{m.name}{{{line}\n" for line in lines)
@@ -238,6 +219,6 @@ class LagExporter:
 def _partition_labels(g: str, x: PartitionLag) -> str:
     o = x.owner
     return (
-        f'{g},topic="{_esc(x.topic)}",partition="{x.partition}",member_host="{_esc(o.member_host)}",'
-        f'consumer_id="{_esc(o.consumer_id)}",client_id="{_esc(o.client_id)}"'
+        f'{g},topic="{escape(x.topic)}",partition="{x.partition}",member_host="{escape(o.member_host)}",'
+        f'consumer_id="{escape(o.consumer_id)}",client_id="{escape(o.client_id)}"'
     )

@@ -47,6 +47,7 @@ from streaming.serving.catalogue import (
     BATCH_DURATION_BUCKETS,
     BY_NAME,
     MIRROR_METRICS,
+    PART_STATES,
     REBALANCE_DURATION_BUCKETS,
     REBALANCE_PHASES,
     SHARE_METRICS,
@@ -54,18 +55,13 @@ from streaming.serving.catalogue import (
     MetricDef,
     record_type_label,
 )
-from streaming.serving.group_series import (
-    Body,
-    GroupNumbers,
-    Samples,
-    escape,
-    fmt,
-    write_groups,
-)
+from streaming.serving.group_series import Body, GroupNumbers, Samples, write_groups
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore, share_families
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
+from streaming.serving.text_format import escape, fmt
 from streaming.settings import Settings
 
 __all__ = ["GroupNumbers", "MirrorMetrics", "Samples", "exposition", "openmetrics_exposition"]
@@ -86,12 +82,14 @@ class MirrorMetrics:
         settings: Settings,
         config: OffsetConfig,
         store: SnapshotStore,
+        status: MirrorStatus,
         run: RunStatus,
         *,
         lag: LagExporter | None = None,
         share: ShareStateStore | None = None,
     ) -> None:
         self.store = store
+        self.status = status
         self.run = run
         #: the lag families (their own cached text); None: the mirror reads no lag
         self.lag = lag
@@ -169,15 +167,26 @@ class MirrorMetrics:
         store = self.store
         c = self.cluster
         obs = self.run.observed_counts()
-        r = store.readiness
+        status = self.status.view()
         out: dict[str, Samples] = {}
         out["coordinator_mirror_start_time_seconds"] = [((c,), self.start_time)]
-        out["coordinator_mirror_ready"] = [((c,), 1 if r.ready else 0)]
-        healthy = self.run.healthy(store.failure)
+        out["coordinator_mirror_ready"] = [((c,), 1 if status.ready else 0)]
+        healthy = self.run.healthy(status.failure)
         out["coordinator_mirror_query_healthy"] = [((c,), 1 if healthy else 0)]
-        status = store.status
         out["coordinator_mirror_query_restarts_total"] = [((c,), status.query_restarts)]
         out["coordinator_mirror_source_up"] = [((c,), 1 if status.source_up else 0)]
+        share = status.parts.get("share_state")
+        out["coordinator_mirror_share_state_query_state"] = (
+            [((c, state), 1 if share.state == state else 0) for state in PART_STATES]
+            if share is not None and share.state != "off"
+            else []
+        )
+        out["coordinator_mirror_share_state_query_restarts_total"] = [
+            ((c,), share.restarts if share is not None else 0)
+        ]
+        out["coordinator_mirror_share_state_query_failures_total"] = [
+            ((c,), share.failures if share is not None else 0)
+        ]
         out["coordinator_mirror_groups_quarantined"] = [((c,), len(store.quarantined))]
         out["coordinator_mirror_reconcile_mismatches"] = [
             ((c, side), len(status.mismatches.get(side, ())))
@@ -190,8 +199,8 @@ class MirrorMetrics:
         out["coordinator_mirror_drift_suspected_total"] = [
             ((c, reason), status.drift_suspected.get(reason, 0)) for reason in ("log_start", "downtime")
         ]
-        out["coordinator_mirror_catchup_progress_ratio"] = [((c,), r.progress())]
-        behind = r.behind()
+        out["coordinator_mirror_catchup_progress_ratio"] = [((c,), status.progress)]
+        behind = status.behind
         out["coordinator_mirror_partition_records_behind"] = [
             ((c, str(p)), n) for p, n in sorted(behind.items())
         ]
@@ -203,7 +212,7 @@ class MirrorMetrics:
         out["coordinator_mirror_offset_tombstones_total"] = [((c,), obs.get("offset_tombstones", 0))]
         out["coordinator_mirror_decode_errors_total"] = [((c,), obs.get("errors", 0))]
         out["coordinator_mirror_unknown_records_total"] = [((c,), obs.get("unknown", 0))]
-        tallies = store.tallies_snapshot()
+        tallies = self.status.tallies()
         out["coordinator_mirror_skipped_records_total"] = [
             ((c, *k[1:]), n) for k, n in sorted(tallies.items()) if k[0] == "skipped"
         ]
@@ -224,7 +233,7 @@ class MirrorMetrics:
         out["coordinator_mirror_batch_phase_seconds_total"] = [
             ((c, phase), s) for phase, s in sorted(self.phase_seconds.items())
         ]
-        finished = store.last_batch.finished_at_ms
+        finished = status.last_batch.finished_at_ms
         out["coordinator_mirror_last_batch_timestamp_seconds"] = [((c,), finished / 1000)] if finished else []
         out["coordinator_mirror_state_rows"] = [((c,), sum(last["state_rows"]))] if last else []
         out["coordinator_mirror_state_bytes"] = [((c,), sum(last["state_bytes"]))] if last else []
@@ -267,7 +276,7 @@ class MirrorMetrics:
     def rebalance_histogram(self) -> list[tuple[str, dict[str, str], float]]:
         """`coordinator_mirror_rebalance_duration_seconds` from the timed rebalances' tallies
         (`streaming.pipeline.sinks.observe_rebalance`), per kind and phase seen."""
-        tallies = self.store.tallies_snapshot()
+        tallies = self.status.tallies()
         seen = sorted(
             {(k[1], k[2]) for k in tallies if k[0] == "rebalance_seconds"},
             key=lambda kp: (kp[0], REBALANCE_PHASES.index(kp[1]) if kp[1] in REBALANCE_PHASES else 99, kp[1]),
@@ -355,6 +364,8 @@ def _seeded(cluster: str, tallies: dict[tuple[str, ...], int], kind: str, seed: 
     return [((cluster, k), n) for k, n in sorted(values.items())]
 
 
+#: the text format's content type (version 0.0.4)
+TEXT_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 OPENMETRICS_CONTENT_TYPE: Final = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #: "# HELP x_total" / "# TYPE x_total counter": OpenMetrics names a counter family without _total
 _COUNTER_HEADER: Final = re.compile(rb"^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)_total\b", re.MULTILINE)

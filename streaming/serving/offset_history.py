@@ -744,7 +744,9 @@ class OffsetHistory:
 
     # -- the thread ------------------------------------------------------------------------------------
     def start(self) -> OffsetHistory:
-        """Load, then upkeep and snapshots every ``save_interval_s`` in a thread of its own."""
+        """Load, then upkeep and snapshots every ``save_interval_s`` in a thread of its own (again
+        after a `stop`: a cluster's parts are rebuilt and restarted after a start that failed)."""
+        self._stopped.clear()
         self.load()
         self._thread = threading.Thread(target=self._run, name="mirror-offset-history", daemon=True)
         self._thread.start()

@@ -1,4 +1,7 @@
-"""The driver's view of the mirror: every group's state bytes and summary, readiness, recent errors.
+"""The driver's view of the groups: every group's state bytes and summary, their rendered snapshots,
+quarantine, reconciliation's verdicts, each group's recent change events and the records that could
+not be read.  The mirror's own status (readiness, the source, restarts, the last batch, tallies) is
+`streaming.serving.status.MirrorStatus`.
 
 Written by the query's ``foreachBatch`` sink (one writer), read by the HTTP API and the metrics
 exporter (many readers).  Snapshot application is idempotent per batch id: replaying a batch
@@ -17,97 +20,11 @@ that changes in every micro-batch is rendered at most once per read, and 100k gr
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from streaming.serving.timeline import Timeline
-
-
-@dataclass
-class BatchStats:
-    batch_id: int = -1
-    output_rows: int = 0
-    duration_ms: int = 0
-    finished_at_ms: int = 0
-    # where a batch's time went: running the query's stages and bringing the rows to the driver
-    # (compute_ms), applying them to the store (apply_ms), writing the output topics (write_ms)
-    compute_ms: int = 0
-    apply_ms: int = 0
-    write_ms: int = 0
-
-
-@dataclass
-class Readiness:
-    """Whether the mirror has caught up with the end of `__consumer_offsets` seen at start.
-
-    ``targets`` are the end offsets (last stable offsets under read_committed) per partition when
-    the mirror started; ``positions`` the next offset the query will read per partition.  A
-    partition whose end is a transaction marker or a compacted gap still reaches its target,
-    because both sides count log positions, not records.
-    """
-
-    targets: dict[int, int] = field(default_factory=dict)
-    starts: dict[int, int] = field(default_factory=dict)
-    positions: dict[int, int] = field(default_factory=dict)
-    latest: dict[int, int] = field(default_factory=dict)
-    ready: bool = False
-    ready_at_ms: int | None = None
-
-    def update(self, positions: Mapping[int, int], latest: Mapping[int, int] | None = None) -> None:
-        self.positions.update(positions)
-        if latest:
-            self.latest.update(latest)
-        if (
-            not self.ready
-            and self.targets
-            and all(self.positions.get(p, self.starts.get(p, 0)) >= end for p, end in self.targets.items())
-        ):
-            self.mark_ready()
-
-    def mark_ready(self) -> None:
-        if not self.ready:
-            self.ready = True
-            self.ready_at_ms = int(time.time() * 1000)
-
-    def behind(self) -> dict[int, int]:
-        """Records (log positions) between where the query is and the end, per partition."""
-        ends = self.latest or self.targets
-        return {p: max(0, end - self.positions.get(p, self.starts.get(p, 0))) for p, end in ends.items()}
-
-    def progress(self) -> float:
-        """Fraction of the start-time backlog consumed (1.0 when ready)."""
-        if self.ready:
-            return 1.0
-        total = sum(max(0, end - self.starts.get(p, 0)) for p, end in self.targets.items())
-        if total == 0:
-            return 0.0 if not self.targets else 1.0
-        done = sum(
-            max(0, min(self.positions.get(p, self.starts.get(p, 0)), end) - self.starts.get(p, 0))
-            for p, end in self.targets.items()
-        )
-        return done / total
-
-    def to_json(self) -> dict[str, Any]:
-        behind = self.behind()
-        return {
-            "ready": self.ready,
-            "ready_at_ms": self.ready_at_ms,
-            "progress": round(self.progress(), 4),
-            "records_behind": sum(behind.values()),
-            "partitions": {
-                str(p): {
-                    "position": self.positions.get(p, self.starts.get(p, 0)),
-                    "target": self.targets.get(p),
-                    "latest": self.latest.get(p),
-                    "behind": behind.get(p, 0),
-                }
-                for p in sorted(set(self.targets) | set(self.positions))
-            },
-        }
-
 
 #: a rendered ``GET /groups/{id}`` snapshot
 Snapshot = dict[str, Any]
@@ -126,27 +43,8 @@ def snapshot_size(snapshot: Snapshot) -> int:
     return 2_000 + 700 * len(snapshot.get("offsets") or ()) + 1_100 * len(snapshot.get("members") or ())
 
 
-@dataclass
-class MirrorStatus:
-    """What the driver's supervisor knows about the source and the query (metrics, /ready)."""
-
-    #: why the mirror is not mirroring right now (None: it is), e.g. "waiting for __consumer_offsets"
-    waiting_reason: str | None = None
-    source_up: bool = True
-    source_error: str | None = None
-    query_restarts: int = 0
-    #: side -> group ids that disagreed for two reconciliation rounds in a row
-    mismatches: dict[str, set[str]] = field(default_factory=dict)
-    reconcile_rounds: dict[str, int] = field(default_factory=dict)
-    reconciled_at_ms: int | None = None
-    #: the mirror was down longer than delete.retention.ms: reconcile as soon as it caught up
-    possible_missed_tombstones: bool = False
-    #: reason ("log_start", "downtime") -> times drift was suspected at start
-    drift_suspected: dict[str, int] = field(default_factory=dict)
-
-
 class SnapshotStore:
-    """Thread-safe map group id -> (state bytes, summary), plus mirror-wide status.
+    """Thread-safe map group id -> (state bytes, summary), with quarantine, verdicts and errors.
 
     ``renderer`` turns a group's state bytes into its snapshot (`streaming.serving.render.snapshot_renderer`);
     it is needed only when bytes are applied.  ``cache_bytes`` bounds the rendered snapshots kept
@@ -167,25 +65,12 @@ class SnapshotStore:
         self._cached_bytes = 0
         self.cache_bytes = cache_bytes
         self.renderer = renderer
-        self.readiness = Readiness()
-        self.status = MirrorStatus()
-        self.last_batch = BatchStats()
         #: recent undecodable / unknown records with their partition and offset (newest last)
         self.errors: deque[dict[str, Any]] = deque(maxlen=max_errors)
-        #: mirror-lifetime counts by key tuple, for the metrics: ("event", type),
-        #: ("offsets_expired", origin), ("group_deleted", reason), ("skipped", status, type, reason)
-        self.tallies: dict[tuple[str, ...], int] = {}
-        #: the newest batch id whose rows were counted (tallies, errors): a batch the query runs
-        #: again after a restart from the checkpoint is applied again but not counted twice
-        self.counted_batch = -1
-        self.failure: str | None = None
         #: quarantined groups (`streaming.pipeline.adapter`): group id -> why (exception, record)
         self.quarantined: dict[str, dict[str, Any]] = {}
         #: groups the coordinator no longer lists (reconciliation): group id -> reason
         self.gone: dict[str, dict[str, Any]] = {}
-        #: a share group's delivery state for ``GET /groups/{id}`` (issue 26: set by
-        #: `streaming.pipeline.share_state.ShareStateMirror.attach`; None: not read)
-        self.share_state: Callable[[str], dict[str, Any] | None] | None = None
         #: each group's newest change events (issue 26: ``GET /groups/{id}/timeline``)
         self.timeline = Timeline(timeline_events)
 
@@ -236,6 +121,11 @@ class SnapshotStore:
             self.gone[group_id] = reason
             return True
 
+    def __contains__(self, group_id: object) -> bool:
+        """Whether ``GET /groups/{id}`` has something to say of the group (state, or a quarantine)."""
+        with self._lock:
+            return group_id in self._groups or group_id in self.quarantined
+
     def group_ids(self) -> set[str]:
         with self._lock:
             return set(self._groups)
@@ -244,10 +134,15 @@ class SnapshotStore:
         with self._lock:
             self.errors.extend(errors)
 
-    def add_tallies(self, counts: Mapping[tuple[str, ...], int]) -> None:
+    def gone_ids(self) -> set[str]:
+        """The groups reconciliation marked gone (``exists: false``)."""
         with self._lock:
-            for key, n in counts.items():
-                self.tallies[key] = self.tallies.get(key, 0) + n
+            return set(self.gone)
+
+    def errors_list(self) -> list[dict[str, Any]]:
+        """The recent records that could not be read, oldest first."""
+        with self._lock:
+            return list(self.errors)
 
     # -- the snapshot cache (callers hold the lock) --------------------------------------------
     def _uncache(self, group_id: str) -> None:
@@ -314,10 +209,6 @@ class SnapshotStore:
         """(group id, state bytes) of every group, in the order the groups first arrived."""
         with self._lock:
             return [(gid, v[0]) for gid, v in self._groups.items()]
-
-    def tallies_snapshot(self) -> dict[tuple[str, ...], int]:
-        with self._lock:
-            return dict(self.tallies)
 
     def summaries(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -8,7 +8,7 @@ generated JSON converters give for every type (the path of ``kafka-dump-log --of
 and, for consumer-group K=2 values, the subscription/assignment JSON that dump-log substitutes.
 
 Used by ``tests/vectors/make_vectors.py`` (generation refuses to store a vector that disagrees)
-and by ``tests/test_decoders/test_real_broker.py``.  One JVM per call; ~1 s for hundreds of
+and by ``tests/test_decoders/test_decode_real_broker.py``.  One JVM per call; ~1 s for hundreds of
 records.  Missing java / jars raise :class:`OracleUnavailableError` (tests turn that into a failure).
 
 As a command, ``.venv/bin/python -m tests.support.decoders_oracle CAPTURE [--jars 3.9.2]`` checks every

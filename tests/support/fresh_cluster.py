@@ -10,6 +10,7 @@ import urllib.request
 from typing import Any
 
 from tests.support.http import get
+from tests.support.waiting import wait_for
 
 TOPIC = "fresh-t"
 
@@ -29,14 +30,7 @@ def metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def _wait(what: str, check: Any, timeout_s: float = 600.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+_wait = wait_for
 
 
 def _group(base: str, gid: str) -> tuple[int, Any]:

@@ -57,7 +57,7 @@ class RunningMirrors:
         mirror = Mirror(settings, spark=self.spark if spark is None else spark).start()
         self._started.append(mirror)
         if ready_s is not None:
-            assert mirror.wait_ready(ready_s), mirror.store.readiness.to_json()
+            assert mirror.wait_ready(ready_s), mirror.status.readiness_json()
         return mirror
 
     def close(self) -> None:

@@ -89,3 +89,25 @@ def record_strategy(
     key_raw = draw(struct_strategy(rt.key, 0, False))
     value_raw = draw(struct_strategy(layout.struct, v, fam.is_flexible(v)))
     return Case(rt, v, layout, "random", key_raw, value_raw, registry)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, data: bytes) -> bytes:
+    """Flip, set, insert or delete a few bytes, or cut/extend the end."""
+    buf = bytearray(data)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["flip", "set", "insert", "delete", "cut", "extend"]))
+        pos = draw(st.integers(0, max(len(buf) - 1, 0)))
+        if op == "flip" and buf:
+            buf[pos] ^= 1 << draw(st.integers(0, 7))
+        elif op == "set" and buf:
+            buf[pos] = draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]))
+        elif op == "insert":
+            buf.insert(pos, draw(st.integers(0, 255)))
+        elif op == "delete" and buf:
+            del buf[pos]
+        elif op == "cut":
+            del buf[pos:]
+        elif op == "extend":
+            buf += draw(st.binary(min_size=1, max_size=4))
+    return bytes(buf)

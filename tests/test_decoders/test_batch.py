@@ -14,7 +14,6 @@ from decoders.batch import (
     decode_arrow,
     result_columns,
 )
-from decoders.columns import COLUMNS, DECODED, ERROR_FIELDS, SHUFFLED
 from decoders.decode import decode_record
 from decoders.payload import payload_to_record
 from decoders.records import DecodeError, ErrorKind, Record, Source
@@ -149,16 +148,6 @@ def test_empty_and_all_tombstone_batches() -> None:
 def test_extra_kafka_source_columns_are_ignored() -> None:
     topic = pa.array(["__consumer_offsets"] * len(ROWS))
     assert decode_arrow(to_batch(ROWS, topic=topic)).equals(decode_arrow(to_batch(ROWS)))
-
-
-def test_the_schema_ddl_pack_order_and_error_fields_come_from_one_declaration() -> None:
-    assert OUTPUT_SCHEMA.names == [c.name for c in DECODED]
-    assert [c.name for c in COLUMNS[len(DECODED) :]] == ["n_commits", "n_tombstones"]
-    assert [f.nullable for f in OUTPUT_SCHEMA] == [c.nullable for c in DECODED]
-    assert OUTPUT_SCHEMA.field("payload").type == pa.binary()
-    assert "payload BINARY" in OUTPUT_SPARK_DDL and "error_kind STRING" in OUTPUT_SPARK_DDL
-    assert "group_id" not in SHUFFLED and "payload" in SHUFFLED and SHUFFLED[-1] == "n_tombstones"
-    assert set(ERROR_FIELDS) <= set(SHUFFLED) and "error_kind" in ERROR_FIELDS
 
 
 def test_error_rows_carry_the_kind_and_the_reason() -> None:

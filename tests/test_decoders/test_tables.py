@@ -9,7 +9,7 @@ import typing
 import pytest
 
 from decoders import records as rec_mod
-from decoders.schema import ALL, NONE, UUID, ArrayOf, Field, Struct, snake_case
+from decoders.schema import ALL, NONE, UUID, ArrayOf, Field, Struct
 from decoders.tables import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, RECORD_TYPES
 
 
@@ -99,13 +99,6 @@ def test_every_value_family_has_a_flexible_version() -> None:
     for rt in RECORD_TYPES.values():
         fam = rt.value
         assert any(fam.is_flexible(v) for v in range(fam.versions.lo, fam.max_version + 1))
-
-
-def test_default_attribute_names_are_snake_case_of_kafka_names() -> None:
-    assert snake_case("leaderEpoch") == "leader_epoch"
-    assert snake_case("GroupId") == "group_id"
-    assert snake_case("PartitionsPendingRevocation") == "partitions_pending_revocation"
-    assert snake_case("RebalanceTimeoutMs") == "rebalance_timeout_ms"
 
 
 def test_timestamps_are_named_ms() -> None:

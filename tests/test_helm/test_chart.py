@@ -42,6 +42,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "http-basic": ("http-basic.yaml",),
     "sasl-ssl+http-security": ("deployment-sasl-ssl.yaml", "http-security.yaml"),
     "spark-s3a+http-security": ("spark-s3a.yaml", "http-security.yaml"),
+    "deployment-clusters": ("deployment-clusters.yaml",),
 }
 
 #: values that must not deploy, and what the error must name
@@ -60,6 +61,7 @@ INVALID: dict[str, str] = {
     "closed-probes.yaml": "http_open_probes",
     "auth-without-secret.yaml": "httpSecurity.auth.secretName",
     "inline-token-file.yaml": "http_auth_token_file",
+    "inline-cluster-password.yaml": "settings.clusters[0].kafka_options.sasl.jaas.config",
 }
 
 #: of those, the ones values.schema.json itself rejects
@@ -215,7 +217,9 @@ def test_secrets_only_by_reference(helm: Helm) -> None:
         assert "Secret" not in r.kinds(), case
         env = _container(r).get("env", [])
         for var in env:
-            if var["name"].startswith(("CM_KAFKA_OPTIONS__", "CM_OUTPUT_KAFKA_OPTIONS__", "AWS_")):
+            if var["name"].startswith(
+                ("CM_KAFKA_OPTIONS__", "CM_OUTPUT_KAFKA_OPTIONS__", "CM_CLUSTERS__", "AWS_")
+            ):
                 assert "value" not in var and "secretKeyRef" in var["valueFrom"], (case, var)
 
 
@@ -258,6 +262,26 @@ def test_secret_kafka_options_reach_the_settings_from_secrets(
     }
     assert settings.output_kafka_options == {"sasl.jaas.config": "<secret kafka-client/sasl.jaas.config>"}
     assert settings.spark_conf["spark.driver.memory"] == "3g"
+
+
+def test_a_clusters_secret_options_reach_that_clusters_settings(
+    helm: Helm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = helm.render("deployment-clusters.yaml")
+    env = {e["name"]: e for e in _container(rendered)["env"]}
+    jaas = env["CM_CLUSTERS__PROD_EU1__KAFKA_OPTIONS__SASL_JAAS_CONFIG"]
+    assert jaas["valueFrom"]["secretKeyRef"] == {"name": "kafka-eu1-client", "key": "sasl.jaas.config"}
+    settings = load_rendered_settings(rendered, tmp_path, monkeypatch)
+    eu1, us1 = settings.cluster_settings()
+    assert (eu1.cluster_name, eu1.bootstrap_servers, us1.bootstrap_servers) == (
+        "prod-eu1", "kafka-eu1.kafka:9093", "kafka-us1.kafka:9092",
+    )  # fmt: skip
+    assert eu1.kafka_options["sasl.jaas.config"] == "<secret kafka-eu1-client/sasl.jaas.config>"
+    assert (
+        eu1.kafka_options["security.protocol"] == "SASL_SSL" and "sasl.jaas.config" not in us1.kafka_options
+    )
+    assert eu1.checkpoint_location == "/var/lib/coordinator-mirror/checkpoint/prod-eu1"
+    assert us1.lag_interval_s == 30
 
 
 def test_settings_file_follows_the_mode(helm: Helm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,7 +132,12 @@ def test_deployment_pod_probes_and_graceful_stop(kafka: Any, helm: Helm, tmp_pat
         assert status == 200 and b'cluster_name="pod-sim"' in body
         status, body = _get(f"http://127.0.0.1:{port}/groups", 10)
         assert status == 200 and json.loads(body)["count"] >= 0
-        assert (volume / "checkpoint" / "offsets").is_dir()  # the checkpoint is on the volume
+        # the checkpoint is on the volume (its first batch's offsets are written once the query,
+        # started as /ready turned 200, has planned that batch)
+        deadline = time.monotonic() + 60
+        while not (volume / "checkpoint" / "offsets").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (volume / "checkpoint" / "offsets").is_dir()
 
         # Kubernetes stops the pod: SIGTERM to PID 1, SIGKILL after the grace period. (The mirror
         # waits up to 60 s for a gap between micro-batches; when batches run back to back it then

@@ -194,7 +194,7 @@ def live(
             ),
             spark=spark.newSession(),
         )
-        assert mirrors["live"].wait_ready(180), mirrors["live"].store.readiness.to_json()
+        assert mirrors["live"].wait_ready(180), mirrors["live"].status.readiness_json()
         # the topic goes while the mirror runs, after a lag round saw it (what operators meet)
         live_lag = mirrors["live"].lag
         deadline = time.monotonic() + 60

@@ -183,3 +183,76 @@ def test_undecodable_records_are_counted_and_kept_never_fatal() -> None:
     assert len(store.errors) == 2 and len(main.errors) == 2
     assert {e["topic"] for e in main.errors} == {"__share_group_state"}
     assert store.blob(good["group"]) is not None
+
+
+def test_a_failing_share_state_query_is_restarted_counted_and_reported_while_the_main_one_runs(  # noqa: PLR0917
+    mirrors: Any, spark: Any, kafka: Any, lab: Any, share_acks_result: Any, tmp_path: Path
+) -> None:
+    """The share-state query stops under the mirror (as a lost executor or a failed batch ends it)
+    and its checkpoint is unusable -- its ``offsets`` log a file, not a folder -- so that every
+    restart fails for real: the supervisor restarts it with the main query's backoff, counts each
+    failure, reports it in ``/ready``'s ``parts`` and the metrics, and ``/ready`` stays 200 while
+    the main query goes on mirroring commits.  Once the checkpoint is whole again the next restart
+    runs it, counted as a restart."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from streaming.pipeline.share_state import checkpoint_of
+
+    settings = live_settings(
+        kafka.bootstrap, tmp_path, cluster_name="share-fail", query_restart_backoff_s=1,
+        query_restart_backoff_max_s=2,
+    )  # fmt: skip
+    # a session of its own (the module's mirror runs queries of the same names)
+    mirror = mirrors.start(settings, ready_s=300, spark=spark.newSession())
+    deadline = time.monotonic() + 180
+    while not mirror.share_state.running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert mirror.share_state.running(), get(f"{mirror.http.url}/ready")["parts"]
+    offsets = Path(checkpoint_of(settings)) / "offsets"
+    assert offsets.is_dir()
+    offsets.rename(offsets.with_name("offsets.kept"))
+    offsets.write_text("not a folder\n")
+    mirror.share_state.query.stop()  # the query ends under its supervisor
+    deadline = time.monotonic() + 120
+    ready: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        ready = get(f"{mirror.http.url}/ready")
+        if ready["parts"]["share_state"]["failures"] >= 3:
+            break
+        time.sleep(0.5)
+    share = ready["parts"]["share_state"]
+    assert share["failures"] >= 3 and share["state"] == "restarting" and share["failure"], share
+    assert ready["ready"] is True and ready["reason"] is None  # never gates readiness
+    text = get(f"{mirror.http.url}/metrics").decode()
+    assert (
+        'coordinator_mirror_share_state_query_state{cluster_name="share-fail",state="restarting"} 1' in text
+    )
+    failures = re.search(
+        r'coordinator_mirror_share_state_query_failures_total\{cluster_name="share-fail"\} (\d+)', text
+    )
+    assert failures is not None and int(failures.group(1)) >= 3
+    # the main query goes on: a commit made now is mirrored
+    group, topic = lab.name("share-fail-probe"), lab.topic("share-fail-probe-t", 1, 10)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    done = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 7)])]
+    )
+    for future in done.values():
+        future.result(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        snap = get(f"{mirror.http.url}/groups").get("groups")
+        if any(g["group_id"] == group for g in snap):
+            break
+        time.sleep(0.5)
+    assert any(g["group_id"] == group for g in snap)
+    # whole again: the next restart runs it
+    offsets.unlink()
+    offsets.with_name("offsets.kept").rename(offsets)
+    deadline = time.monotonic() + 60
+    while not mirror.share_state.running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    share = get(f"{mirror.http.url}/ready")["parts"]["share_state"]
+    assert mirror.share_state.running() and share["state"] == "running" and share["restarts"] >= 1, share
+    assert share["failure"] is None

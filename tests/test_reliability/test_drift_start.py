@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from streaming.cluster.groups import log_start_drift
-from streaming.pipeline.recovery import parse_offset_log
 
 
 def test_log_start_drift_names_partitions_past_the_checkpoint() -> None:
@@ -26,15 +25,6 @@ def test_log_start_drift_names_partitions_past_the_checkpoint() -> None:
     starts = {0: 10, 1: 6, 2: 0, 3: 4}  # 3: a partition added since the checkpoint
     assert log_start_drift(committed, starts) == {1: (5, 6)}
     assert log_start_drift(committed, {}) == {} and log_start_drift({}, starts) == {}
-
-
-def test_parse_offset_log_reads_the_kafka_source_line() -> None:
-    text = (
-        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"__consumer_offsets":{"1":12,"0":30}}\n'
-    )
-    assert parse_offset_log(text, "__consumer_offsets") == {0: 30, 1: 12}
-    assert parse_offset_log(text, "other") is None
-    assert parse_offset_log("v1\n{}\n-\n", "__consumer_offsets") is None
 
 
 @pytest.mark.broker
@@ -76,7 +66,7 @@ def test_log_start_past_the_checkpoint_is_reported_at_start(
     mirror.stop()
     committed = read_committed_offsets(spark, str(tmp_path / "ckpt"), topic)
     assert committed == {0: 5}, committed  # the real checkpoint files, read back
-    assert mirror.store.status.drift_suspected == {}
+    assert mirror.status.view().drift_suspected == {}
 
     produce(5)  # 10 records; then remove the first 8 while the mirror is down
     admin.delete_records([TopicPartition(topic, 0, 8)])[TopicPartition(topic, 0, 8)].result(60)
@@ -84,7 +74,7 @@ def test_log_start_past_the_checkpoint_is_reported_at_start(
     mirror = mirrors.start(settings)
     assert mirror.wait_ready(180)
     mirror.wait_batches(1, 120)
-    status = mirror.store.status
+    status = mirror.status.view()
     assert status.drift_suspected == {"log_start": 1}
     body, _ = mirror.metrics_exposition()
     assert b"coordinator_mirror_drift_suspected_total{" in body
@@ -103,7 +93,7 @@ def test_log_start_past_the_checkpoint_is_reported_at_start(
     assert [(e["reason"], e["partitions"]) for e in drift] == [("log_start", ["0:5->8"])], drift
     # a reconciliation round runs once caught up, not after the hour-long interval
     deadline = time.monotonic() + 60
-    while not status.reconcile_rounds.get("ok") and time.monotonic() < deadline:
+    while not mirror.status.reconcile_rounds("ok") and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert status.reconcile_rounds.get("ok", 0) >= 1, status.reconcile_rounds
-    assert not status.possible_missed_tombstones
+    assert mirror.status.reconcile_rounds("ok") >= 1, mirror.status.view().reconcile_rounds
+    assert not mirror.status.missed_tombstones

@@ -217,8 +217,8 @@ def test_fresh_cluster_poison_records_and_reconciliation(
     # batch run again must not be counted twice
     _wait("the poison batch", lambda: len(mirror.store.errors) >= len(poison) - 1, 300)
     mirror.query.stop()
-    restarts = mirror.store.status.query_restarts
-    _wait("the restart", lambda: mirror.store.status.query_restarts > restarts, 300)
+    restarts = mirror.status.query_restarts
+    _wait("the restart", lambda: mirror.status.query_restarts > restarts, 300)
     for i, gid in enumerate(GOOD):  # the stream goes on for everybody else
         _commit(fresh_kafka.bootstrap, gid, {0: 100 + i})
     _wait("the quarantine", lambda: "quarantine" in _group(base, "poison-leader")[1])

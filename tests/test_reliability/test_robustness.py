@@ -324,7 +324,7 @@ def test_sigterm_mid_backfill_stops_cleanly(quiet_kafka: Any, tmp_path: Path) ->
     """SIGTERM in the middle of a backfill of small micro-batches: the running batch drains, the
     query stops (interrupting the next batch when it has started), exit 0, no ERROR, no traceback,
     nothing printed by a dying JVM thread.  Whether the stop lands inside the next batch's sink
-    depends on timing; test_crash_traces.py pins that case deterministically (the sink's
+    depends on timing; test_session_crash_traces.py pins that case deterministically (the sink's
     `BatchInterruptedError`, which keeps Spark's regex from overflowing the stream thread's stack
     -- seen as "Exception in thread ... StackOverflowError" on a SIGTERM after a 1M-record
     backfill)."""

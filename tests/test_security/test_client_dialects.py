@@ -84,6 +84,7 @@ def test_every_part_speaks_the_same_options(
     from streaming.cluster.offsets import OffsetReader
     from streaming.pipeline.sinks import DRIVER_EVENTS, MirrorSink
     from streaming.pipeline.source import kafka_options
+    from streaming.serving.status import MirrorStatus
     from streaming.serving.store import SnapshotStore
     from streaming.settings import load_settings
 
@@ -129,7 +130,9 @@ def test_every_part_speaks_the_same_options(
     # an output topic, written by the sink's own writer
     before = security.count_records(outputs[0])
     event = DriftSuspected("", None, None, None, reason="test", partitions=(), at_ms=int(time.time() * 1000))
-    MirrorSink(settings, SnapshotStore(), spark).write_driver_events([event.to_json()], 1, DRIVER_EVENTS)
+    MirrorSink(settings, SnapshotStore(), MirrorStatus(), spark).write_driver_events(
+        [event.to_json()], 1, DRIVER_EVENTS
+    )
     assert security.count_records(outputs[0]) == before + 1
 
     # capture, every option (secrets included) from the environment
@@ -209,16 +212,16 @@ def test_the_mirror_goes_live(
 
     def live_and_reconciled(m: Any) -> bool:
         return bool(
-            m.store.readiness.ready
-            and m.store.last_batch.batch_id >= 1
-            and m.store.status.reconcile_rounds.get("ok")
+            m.status.ready
+            and m.status.last_batch.batch_id >= 1
+            and m.status.view().reconcile_rounds.get("ok")
         )
 
     code, mirror = _serve_until(settings, spark, live_and_reconciled)
     assert code == 0
-    assert mirror is not None and live_and_reconciled(mirror), mirror.store.status.reconcile_rounds
+    assert mirror is not None and live_and_reconciled(mirror), mirror.status.view().reconcile_rounds
     assert len(mirror.store) > 10
-    assert not mirror.store.status.mismatches.get("missing_in_coordinator")
+    assert not mirror.status.view().mismatches.get("missing_in_coordinator")
 
 
 #: AWS MSK IAM as its README gives it (aws-msk-iam-auth): the options a user sets for an MSK cluster

@@ -42,7 +42,7 @@ def _settings(kafka: Any, tmp: Path, listener: str, user: str, password: str = "
 
 
 def _live(m: Any) -> bool:
-    return bool(m.store.readiness.ready and m.store.last_batch.batch_id >= 1)
+    return bool(m.status.ready and m.status.last_batch.batch_id >= 1)
 
 
 def _serve(settings: Any, spark: Any, until_ready_s: float = 240.0, done: Any = _live) -> tuple[int, Any]:
@@ -111,11 +111,11 @@ def test_mirror_runs_with_exactly_the_readme_acls(
         if not _live(m) or m.lag.view(group) is None:
             return False
         seen_at[:] = seen_at or [m.lag.rounds]
-        return m.lag.rounds > seen_at[0] and bool(m.store.status.reconcile_rounds)
+        return m.lag.rounds > seen_at[0] and bool(m.status.view().reconcile_rounds)
 
     code, mirror = _serve(settings, spark, done=live_lag_round_and_reconcile_attempt)
     assert code == 0
-    assert mirror is not None and mirror.store.readiness.ready
+    assert mirror is not None and mirror.status.ready
     assert len(mirror.store) > 10  # the scenario groups, read over the secured listener
     after = {t: security.count_records(t) for t in outputs}
     assert all(after[t] > before[t] for t in outputs), (before, after)
@@ -126,8 +126,8 @@ def test_mirror_runs_with_exactly_the_readme_acls(
     assert all(p["end_offset"] is None for p in body["partitions"])
     exposition = mirror.metrics_exposition()[0].decode()
     assert f'coordinator_mirror_topic_not_authorized{{cluster_name="default",group="{group}"' in exposition
-    assert mirror.store.status.reconcile_rounds == {
-        "not_authorized": mirror.store.status.reconcile_rounds["not_authorized"]
+    assert mirror.status.view().reconcile_rounds == {
+        "not_authorized": mirror.status.view().reconcile_rounds["not_authorized"]
     }
     assert not mirror.store.gone  # no group taken for deleted because ListGroups could not see it
 

@@ -18,11 +18,6 @@ from decoders import decode_share_state_record
 from decoders.records import (
     DecodeError,
     ErrorKind,
-    Record,
-    SharePartitionKey,
-    ShareSnapshotValue,
-    ShareStateBatch,
-    ShareUpdateValue,
     Source,
     UnknownRecord,
 )
@@ -38,37 +33,9 @@ from state.share import (
     fold,
     partition_figures,
 )
+from tests.support.share import T0, ShareLog
 
-T0 = 1_790_000_000_000
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "kafka-4.3.1-share-state.json"
-
-
-class ShareLog:
-    """One `__share_group_state` partition being written (positions and time advance per record)."""
-
-    def __init__(self, partition: int = 0) -> None:
-        self.partition, self.offset, self.now = partition, 0, T0
-        self.records: list[Any] = []
-
-    def _src(self) -> Source:
-        self.offset += 1
-        self.now += 10
-        return Source(self.partition, self.offset, self.now)
-
-    def snapshot(
-        self, p: int, start: int | None, *batches: tuple[int, int, int, int], dcc: int | None = None
-    ) -> None:
-        v = ShareSnapshotValue(1, 0, 0, start, tuple(ShareStateBatch(*b) for b in batches), dcc, T0, T0)
-        self.records.append(Record(self._src(), 0, SharePartitionKey("sg", "TID", p), 0, v))
-
-    def update(
-        self, p: int, start: int | None, *batches: tuple[int, int, int, int], dcc: int | None = None
-    ) -> None:
-        v = ShareUpdateValue(1, None, start, tuple(ShareStateBatch(*b) for b in batches), dcc)
-        self.records.append(Record(self._src(), 1, SharePartitionKey("sg", "TID", p), 0, v))
-
-    def tombstone(self, p: int) -> None:
-        self.records.append(Record(self._src(), 0, SharePartitionKey("sg", "TID", p), None, None))
 
 
 # ------------------------------------------------------------------------------- the combiner

@@ -122,3 +122,143 @@ def test_readme_settings_table_is_generated_from_the_model() -> None:
     assert start in readme and end in readme
     table = readme.split(start, 1)[1].split(end, 1)[0].strip()
     assert table == settings_table_markdown(), "regenerate: python docs/generate.py"
+
+
+# -- many clusters ------------------------------------------------------------------------------
+def _fleet(**top: object) -> list:
+    return [
+        {"cluster_name": "prod-eu1", "bootstrap_servers": "eu1:9093",
+         "kafka_options": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}},
+        {"cluster_name": "prod-us1", "bootstrap_servers": "us1:9092", "lag_interval_s": 5,
+         "checkpoint_location": "/data/us1"},
+    ]  # fmt: skip
+
+
+def test_each_cluster_is_the_top_level_with_its_own_settings_in_place() -> None:
+    s = load_settings(
+        checkpoint_location="/data/cm", kafka_options={"client.id": "mirror"}, lag_interval_s=20,
+        http_port=9000, clusters=_fleet(),
+    )  # fmt: skip
+    eu1, us1 = s.cluster_settings({})
+    assert (eu1.cluster_name, eu1.bootstrap_servers, us1.bootstrap_servers) == (
+        "prod-eu1",
+        "eu1:9093",
+        "us1:9092",
+    )
+    # a map an entry gives replaces the top level's whole (eu1's credentials never reach us1 and back)
+    assert eu1.kafka_options == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}
+    assert us1.kafka_options == {"client.id": "mirror"}
+    assert (eu1.lag_interval_s, us1.lag_interval_s) == (20, 5)
+    # a checkpoint of its own: <checkpoint_location>/<name> unless the entry names one
+    assert (eu1.checkpoint_location, us1.checkpoint_location) == ("/data/cm/prod-eu1", "/data/us1")
+    assert eu1.http_port == us1.http_port == 9000 and not eu1.clusters
+    # one cluster given by today's settings: itself, its checkpoint where it always was
+    one = load_settings(bootstrap_servers="x:9092", checkpoint_location="/data/cm")
+    assert one.cluster_settings({}) == [one] and not one.multi_cluster
+
+
+def test_a_clusters_secrets_come_from_its_own_environment_variables() -> None:
+    s = load_settings(kafka_options={"client.id": "mirror"}, clusters=_fleet())
+    env = {
+        "CM_CLUSTERS__PROD_EU1__KAFKA_OPTIONS__SASL_JAAS_CONFIG": 'ScramLoginModule required password="eu";',
+        "CM_CLUSTERS__PROD_US1__KAFKA_OPTIONS": json.dumps(
+            {"sasl.jaas.config": 'PlainLoginModule required password="us";'}
+        ),
+        "CM_CLUSTERS__PROD_US1__LAG_ENABLED": "false",
+        "CM_CLUSTERS__PROD_EU1__HTTP_PORT": "1",  # not a cluster's setting: ignored
+    }
+    eu1, us1 = s.cluster_settings(env)
+    assert eu1.kafka_options["sasl.jaas.config"].endswith('password="eu";')
+    assert eu1.kafka_options["security.protocol"] == "SASL_SSL"  # beside the entry's options
+    assert us1.kafka_options == {"sasl.jaas.config": 'PlainLoginModule required password="us";'}
+    assert not us1.lag_enabled and eu1.lag_enabled
+    assert "eu" in eu1.secret_values() and "eu" not in us1.secret_values()
+
+
+@pytest.mark.parametrize(
+    ("clusters", "named"),
+    [
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1"},
+          {"cluster_name": "a", "bootstrap_servers": "y:1"}],
+         "clusters[1].cluster_name: 'a' names clusters[0] too"),
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1", "checkpoint_location": "/c"},
+          {"cluster_name": "b", "bootstrap_servers": "y:1", "checkpoint_location": "/c"}],
+         "clusters[1].checkpoint_location: /c is clusters[0]'s"),
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1", "checkpoint_location": "/c"},
+          {"cluster_name": "b", "bootstrap_servers": "y:1", "checkpoint_location": "/c/b"}],
+         "clusters[1].checkpoint_location: /c/b is clusters[0]'s (/c) or inside it"),
+        ([{"cluster_name": "a"}], "clusters[0] (a).bootstrap_servers: required"),
+        ([{"bootstrap_servers": "x:1"}], "clusters[0].cluster_name: required"),
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1", "http_port": 1}],
+         "http_port: not a per-cluster setting"),
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1", "lag_interval_s": "soon"}],
+         "clusters[0] (a).lag_interval_s: Input should be a valid number"),
+        ([{"cluster_name": "a", "bootstrap_servers": "x:1", "kafka_options": {"group.id": "g"}}],
+         "clusters[0] (a).kafka_options: options the mirror sets itself"),
+        (["prod"], "clusters: [0]: a map of settings, got str"),
+    ],
+)  # fmt: skip
+def test_bad_clusters_fail_at_start_naming_the_cluster_and_the_setting(clusters: list, named: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        load_settings(clusters=clusters).cluster_settings({})
+    assert named in str(err.value), str(err.value)
+
+
+def test_clusters_are_kafka_clusters_and_keep_their_secrets_out_of_the_log(tmp_path: Path) -> None:
+    capture = tmp_path / "c.jsonl"
+    capture.write_text("")
+    with pytest.raises(SettingsError, match="clusters: many clusters are read from Kafka"):
+        load_settings(source="capture", capture_path=str(capture), clusters=_fleet())
+    s = load_settings(clusters=[{**_fleet()[0], "kafka_options": {"sasl.jaas.config": 'x password="p";'}}])
+    assert s.redacted()["clusters"][0]["kafka_options"]["sasl.jaas.config"] == "***"
+
+
+def test_the_clusters_list_is_read_from_a_settings_file_and_no_flag_spells_it(tmp_path: Path) -> None:
+    config = tmp_path / "mirror.yaml"
+    config.write_text(json.dumps({"clusters": _fleet()}))
+    s = load_settings(str(config))
+    assert [c.cluster_name for c in s.cluster_settings({})] == ["prod-eu1", "prod-us1"]
+    out = subprocess.run(
+        [sys.executable, "-m", "streaming.app.cli", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--clusters" not in out.stdout and "--bootstrap-servers" in out.stdout
+
+
+def test_the_clusters_list_from_the_environment_beside_a_clusters_own_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``CM_CLUSTERS`` is the list (JSON); ``CM_CLUSTERS__<NAME>__...`` is that cluster's own and
+    never read as a map under ``clusters`` (the chart exports both)."""
+    monkeypatch.setenv("CM_CLUSTERS", json.dumps(_fleet()))
+    monkeypatch.setenv("CM_CLUSTERS__PROD_US1__KAFKA_OPTIONS__SASL_MECHANISM", "PLAIN")
+    eu1, us1 = load_settings().cluster_settings()
+    assert us1.kafka_options == {"sasl.mechanism": "PLAIN"} and "sasl.mechanism" in eu1.kafka_options
+
+
+def test_the_shared_jvms_allow_every_clusters_token_endpoint() -> None:
+    """One client JVM and one Spark JVM serve every cluster: each cluster's OAUTHBEARER token
+    endpoint must be allowed there (Kafka 4 refuses a URL the JVM property does not list)."""
+    url = "sasl.oauthbearer.token.endpoint.url"
+    s = load_settings(
+        kafka_client_java_options=["-Xss2m"],
+        clusters=[
+            {
+                "cluster_name": "a",
+                "bootstrap_servers": "a:9093",
+                "kafka_options": {url: "https://idp-a/token"},
+            },
+            {
+                "cluster_name": "b",
+                "bootstrap_servers": "b:9093",
+                "kafka_options": {url: "https://idp-b/token"},
+            },
+        ],
+    )
+    options = s.process_java_options(s.cluster_settings({}))
+    assert options == [
+        "-Xss2m",
+        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp-a/token,https://idp-b/token",
+    ]

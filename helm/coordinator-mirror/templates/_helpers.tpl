@@ -83,8 +83,8 @@ created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{/* Fail early, naming the value, on combinations that would deploy a broken or unsafe mirror. */}}
 {{- define "cm.validate" -}}
 {{- $s := .Values.settings -}}
-{{- if and (eq (default "kafka" $s.source) "kafka") (not $s.bootstrap_servers) -}}
-{{- fail "settings.bootstrap_servers is required when settings.source is kafka" -}}
+{{- if and (eq (default "kafka" $s.source) "kafka") (not $s.bootstrap_servers) (not $s.clusters) -}}
+{{- fail "settings.bootstrap_servers is required when settings.source is kafka (or settings.clusters)" -}}
 {{- end -}}
 {{- if not $s.http_port -}}
 {{- fail "settings.http_port must be a fixed port (not 0): probes, Services and Prometheus use it" -}}
@@ -93,10 +93,16 @@ created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{- fail (printf "settings.http_host %s is unreachable from probes, Services and Prometheus; use 0.0.0.0" $s.http_host) -}}
 {{- end -}}
 {{- /* Secrets never inline: Kafka's password-typed options, and Hadoop/Spark credentials. */ -}}
+{{- $where := dict "settings" $s -}}
+{{- range $i, $c := ($s.clusters | default list) -}}
+{{- $_ := set $where (printf "settings.clusters[%d]" $i) $c -}}
+{{- end -}}
+{{- range $prefix, $m := $where -}}
 {{- range $setting := list "kafka_options" "output_kafka_options" -}}
-{{- range $option, $_ := (get $s $setting | default dict) -}}
+{{- range $option, $_ := (get $m $setting | default dict) -}}
 {{- if regexMatch "(?i)(password|passphrase|secret|jaas)|^ssl\\.keystore\\.key$" $option -}}
-{{- fail (printf "settings.%s.%s looks like a secret: values must not carry secrets inline; reference a key of an existing Secret with kafkaSecretOptions (option: %s)" $setting $option $option) -}}
+{{- fail (printf "%s.%s.%s looks like a secret: values must not carry secrets inline; reference a key of an existing Secret with kafkaSecretOptions (option: %s)" $prefix $setting $option $option) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -179,7 +185,11 @@ created, so the Secrets are not mounted below the settings' directory. */ -}}
 {{/* Environment: secret Kafka options, object-store credentials, then the user's extras. */}}
 {{- define "cm.env" -}}
 {{- range .Values.kafkaSecretOptions }}
+{{- if .cluster }}
+- name: {{ printf "CM_CLUSTERS__%s__%s__%s" (regexReplaceAll "[^A-Za-z0-9]" .cluster "_" | upper) (upper (default "kafka_options" .setting)) (.option | replace "." "_" | upper) }}
+{{- else }}
 - name: {{ printf "CM_%s__%s" (upper (default "kafka_options" .setting)) (.option | replace "." "_" | upper) }}
+{{- end }}
   valueFrom:
     secretKeyRef:
       name: {{ required "kafkaSecretOptions[].secretName is required" .secretName }}

@@ -1,5 +1,5 @@
-"""The command line as a user meets it: --version, --help with defaults and environment names, the
-demo without the lab, and a product wheel that carries no lab."""
+"""The command line as a user meets it (`streaming.app.cli`): --version, the demo without the lab, a
+product wheel that carries no lab, crash traces.  The ``run`` command's flags: test_run_cmd.py."""
 
 from __future__ import annotations
 
@@ -13,20 +13,9 @@ from pathlib import Path
 import pytest
 
 from streaming.app import cli
-from streaming.app.run_cmd import add_settings_arguments
-from streaming.settings import Settings
+from tests.support.processes import run_cli
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streaming.app.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_version_prints_the_installed_distribution_version() -> None:
@@ -34,19 +23,6 @@ def test_version_prints_the_installed_distribution_version() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"coordinator-mirror {cli.version()}"
     assert cli.version() != "unknown"
-
-
-def test_run_help_names_every_setting_with_its_default_and_environment_variable() -> None:
-    parser = argparse.ArgumentParser(prog="run", formatter_class=argparse.RawTextHelpFormatter)
-    add_settings_arguments(parser)
-    text = parser.format_help()
-    for name in Settings.model_fields:
-        flag = "--" + name.replace("_", "-")
-        assert flag in text
-        assert f"env CM_{name.upper()}]" in text, name
-    assert '[default: "__consumer_offsets"; env CM_TOPIC]' in text
-    assert "[default: 5000000; env CM_MAX_OFFSETS_PER_TRIGGER]" in text
-    assert "env CM_CONFIG_FILE" in text
 
 
 def test_demo_without_the_lab_says_how_to_get_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,31 +64,6 @@ def test_the_product_wheel_carries_no_lab_and_no_lab_dependency(tmp_path: Path) 
     assert "streaming/app/cli.py" in names and "streaming/serving/api.py" in names
     assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist: kafka-python")]
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (["request.timeout.ms=soon"], "kafka_options: request.timeout.ms: invalid value soon"),
-        (
-            ["security.protocol=SASL_SSL", "sasl.mechanism=OAUTHBEARER",
-             "sasl.login.callback.handler.class=com.example.NoSuchHandler"],
-            "kafka_options: sasl.login.callback.handler.class: class com.example.NoSuchHandler is not on the "
-            "class path",
-        ),
-    ],
-)  # fmt: skip
-def test_run_stops_at_start_on_a_client_option_kafka_refuses(options: list[str], message: str) -> None:
-    """Kafka's own client judges the options (no translation): one it refuses stops `run` at start,
-    before any query, with exit 2, naming the setting and the option -- no traceback."""
-    argv = ["run", "--bootstrap-servers", "127.0.0.1:1"]
-    for option in options:
-        argv += ["--kafka-options", option]
-    done = run_cli(*argv)
-    assert done.returncode == 2, done.stderr
-    assert f"coordinator-mirror: {message}" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
 
 
 def test_a_crash_in_native_code_prints_every_python_thread() -> None:

@@ -13,7 +13,7 @@ from streaming.app.drift import CheckpointClaim, DriftReporter, down_too_long
 from streaming.app.driver_events import DriverEvents
 from streaming.app.errors import EXIT_CONFIG, StartupError
 from streaming.pipeline.recovery import CHECKPOINT_META_FORMAT
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 
 HOUR = 3_600_000
 NOW = 1_700_000_000_000
@@ -62,10 +62,10 @@ class FakeSink:
         self.written.extend(events)
 
 
-def claim_with(files: FakeFiles, cluster: FakeCluster) -> tuple[CheckpointClaim, SnapshotStore, DriverEvents]:
-    store = SnapshotStore()
+def claim_with(files: FakeFiles, cluster: FakeCluster) -> tuple[CheckpointClaim, MirrorStatus, DriverEvents]:
+    status = MirrorStatus()
     events = DriverEvents()
-    drift = DriftReporter(store, events, lambda: NOW)
+    drift = DriftReporter(status, events, lambda: NOW)
     claim = CheckpointClaim(
         "/ckpt",
         "__consumer_offsets",
@@ -75,7 +75,7 @@ def claim_with(files: FakeFiles, cluster: FakeCluster) -> tuple[CheckpointClaim,
         drift=drift,
         clock_ms=lambda: NOW,
     )
-    return claim, store, events
+    return claim, status, events
 
 
 @pytest.mark.parametrize(
@@ -98,11 +98,11 @@ def test_a_long_downtime_is_reported_and_the_event_waits_for_the_sink() -> None:
     files = FakeFiles(
         {"format": CHECKPOINT_META_FORMAT, "cluster_id": "c-1", "last_batch_ms": NOW - 48 * HOUR}
     )
-    claim, store, events = claim_with(files, FakeCluster())
+    claim, status, events = claim_with(files, FakeCluster())
     claim.claim()
-    assert store.status.drift_suspected == {"downtime": 1}
-    assert store.status.possible_missed_tombstones  # an early reconciliation round
-    assert store.tallies_snapshot()[("event", "drift_suspected")] == 1
+    assert status.view().drift_suspected == {"downtime": 1}
+    assert status.missed_tombstones  # an early reconciliation round
+    assert status.tallies()[("event", "drift_suspected")] == 1
     sink = FakeSink()
     events.attach(sink)  # type: ignore[arg-type]
     assert [e["reason"] for e in sink.written] == ["downtime"]
@@ -117,9 +117,9 @@ def test_a_log_start_past_the_checkpoint_is_reported_per_partition() -> None:
     files = FakeFiles(committed={0: 100, 1: 50, 2: 10})
     cluster = FakeCluster()
     cluster.starts = {0: 120, 1: 50, 2: 0, 3: 999}  # 3: added since, read from its start
-    claim, store, events = claim_with(files, cluster)
+    claim, status, events = claim_with(files, cluster)
     claim.claim()
-    assert store.status.drift_suspected == {"log_start": 1}
+    assert status.view().drift_suspected == {"log_start": 1}
     sink = FakeSink()
     events.attach(sink)  # type: ignore[arg-type]
     [event] = sink.written
@@ -130,21 +130,23 @@ def test_no_drift_no_report() -> None:
     files = FakeFiles({"format": 1, "cluster_id": "c-1", "last_batch_ms": NOW - HOUR}, committed={0: 100})
     cluster = FakeCluster()
     cluster.starts = {0: 100}
-    claim, store, _events = claim_with(files, cluster)
+    claim, status, _events = claim_with(files, cluster)
     claim.claim()
-    assert store.status.drift_suspected == {} and not store.status.possible_missed_tombstones
+    assert status.view().drift_suspected == {} and not status.missed_tombstones
 
 
 def test_unknown_log_starts_are_not_fatal() -> None:
     cluster = FakeCluster()
     cluster.starts_error = RuntimeError("TimeoutException: ListOffsets")
-    claim, store, _events = claim_with(FakeFiles(committed={0: 1}), cluster)
+    claim, status, _events = claim_with(FakeFiles(committed={0: 1}), cluster)
     claim.claim()
-    assert store.status.drift_suspected == {}
+    assert status.view().drift_suspected == {}
 
 
 def test_another_clusters_checkpoint_is_refused() -> None:
-    claim, _store, _events = claim_with(FakeFiles({"format": 1, "cluster_id": "c-other"}), FakeCluster("c-1"))
+    claim, _status, _events = claim_with(
+        FakeFiles({"format": 1, "cluster_id": "c-other"}), FakeCluster("c-1")
+    )
     with pytest.raises(StartupError, match="belongs to Kafka cluster c-other") as err:
         claim.claim()
     assert err.value.exit_code == EXIT_CONFIG
@@ -152,7 +154,7 @@ def test_another_clusters_checkpoint_is_refused() -> None:
 
 def test_a_newer_checkpoint_format_is_refused() -> None:
     files = FakeFiles({"format": CHECKPOINT_META_FORMAT + 1, "cluster_id": "c-1"})
-    claim, _store, _events = claim_with(files, FakeCluster())
+    claim, _status, _events = claim_with(files, FakeCluster())
     with pytest.raises(StartupError, match="written by a newer mirror"):
         claim.claim()
     assert not files.written

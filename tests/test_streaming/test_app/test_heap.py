@@ -108,3 +108,19 @@ def test_survivors_are_frozen_every_interval_and_frozen_cycles_wait_for_the_full
     assert out["survivors_frozen"] >= 20_000
     assert out["alive_after_collect"] and out["alive_after_freeze"]
     assert not out["alive_after_full"]
+
+
+def test_the_heap_is_the_lifecycles_mirror_heap_worker_and_waits_for_ready_in_process() -> None:
+    """In this process only what touches no collector: its thread and a stop before ready."""
+    import gc
+
+    from streaming.app.heap import DriverHeap
+    from streaming.lifecycle import Part, Worker
+
+    heap = DriverHeap(lambda: False)
+    assert isinstance(heap, Worker) and isinstance(heap, Part)
+    assert (heap.thread_name, heap.name, heap.interval_s) == ("mirror-heap", "heap", 1.0)
+    frozen = gc.get_freeze_count()
+    assert heap.step(0.0) is None and heap.step(1e9) is None and heap.last is None
+    heap.stop()  # never started, never froze: nothing to undo
+    assert gc.get_freeze_count() == frozen

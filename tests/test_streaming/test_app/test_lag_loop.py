@@ -17,7 +17,7 @@ from streaming.app.lag_loop import LagLoop
 from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.pipeline.sinks import HEALTH_EVENTS
 from streaming.serving.burrow import Burrow
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 
 
 def group(gid: str, offset: int) -> Group:
@@ -52,10 +52,10 @@ class FakeSink:
         self.written.append((name, events))
 
 
-def loop(reader: FakeReader | None) -> tuple[LagLoop, LagTracker, SnapshotStore, FakeSink]:
+def loop(reader: FakeReader | None) -> tuple[LagLoop, LagTracker, MirrorStatus, FakeSink]:
     tracker = LagTracker("read_committed", 60)
     burrow = Burrow(tracker, "c", 10, 0)
-    store = SnapshotStore()
+    store = MirrorStatus()
     events = DriverEvents()
     sink = FakeSink()
     events.attach(sink)  # type: ignore[arg-type]
@@ -100,14 +100,14 @@ def test_status_changes_become_counted_health_events() -> None:
         {"type": "partition_stalled", "group_id": "g", "topic": "t", "partition": 0},
         {"type": "partition_stalled", "group_id": "g", "topic": "t", "partition": 1},
     ]
-    store = SnapshotStore()
+    store = MirrorStatus()
     sink = FakeSink()
     driver_events = DriverEvents()
     driver_events.attach(sink)  # type: ignore[arg-type]
     tracker = LagTracker("read_committed", 60)
     lag = LagLoop(0.1, store, tracker, FakeBurrow(events), reader=FakeReader(), events=driver_events)  # type: ignore[arg-type]
     lag.round()
-    assert store.tallies_snapshot() == {
+    assert store.tallies() == {
         ("event", "group_status_changed"): 1,
         ("event", "partition_stalled"): 2,
     }
@@ -119,14 +119,14 @@ def test_a_health_event_write_that_fails_does_not_fail_the_round() -> None:
         def write_driver_events(self, events: list[dict[str, Any]], at_ms: int, name: str) -> None:
             raise RuntimeError("events topic unavailable")
 
-    store = SnapshotStore()
+    store = MirrorStatus()
     driver_events = DriverEvents()
     driver_events.attach(BrokenSink())  # type: ignore[arg-type]
     events = [{"type": "offset_rewound", "group_id": "g"}]
     tracker = LagTracker("read_committed", 60)
     lag = LagLoop(0.1, store, tracker, FakeBurrow(events), reader=FakeReader(), events=driver_events)  # type: ignore[arg-type]
     lag.round()
-    assert store.tallies_snapshot() == {("event", "offset_rewound"): 1}
+    assert store.tallies() == {("event", "offset_rewound"): 1}
 
 
 def test_many_groups_are_applied_in_chunks_with_the_same_result(monkeypatch: Any) -> None:

@@ -1,4 +1,5 @@
-"""The mirror as users run it: real broker, real Spark query, HTTP API -- agreement with the coordinator.
+"""The mirror as users run it (`streaming.app.mirror.Mirror`): its parts in order (fast, nothing
+started); then a real broker, real Spark query, HTTP API -- agreement with the coordinator.
 
 One Mirror runs against the session broker after every scenario ran (module fixture); its
 ``GET /groups/{id}`` must agree with what Kafka's AdminClient reported for every scenario group.
@@ -18,8 +19,6 @@ from typing import Any
 import pytest
 
 from tests.support.http import get
-
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 EVENTS_TOPIC = "cm-test-events"
 OFFSETS_TOPIC = "cm-test-offsets"
@@ -112,6 +111,8 @@ def _check_agreement(mirror: Any, views: dict[str, Any], names: dict[str, str]) 
     return checked
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_every_scenario_group_agrees_with_the_admin_client(
     mirror: Any, scenarios: dict[str, Any], lab: Any
 ) -> None:
@@ -138,6 +139,8 @@ def test_every_scenario_group_agrees_with_the_admin_client(
     raise error
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_groups_listing_and_filters(mirror: Any, scenarios: dict[str, Any]) -> None:
     status, body = get(f"{mirror.http.url}/groups")
     assert status == 200 and body["count"] == len(body["groups"])
@@ -153,6 +156,8 @@ def test_groups_listing_and_filters(mirror: Any, scenarios: dict[str, Any]) -> N
     assert next(iter(scenarios["txn_abort"].groups)) not in listed
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_offsets_carry_expiry_predictions(mirror: Any, scenarios: dict[str, Any]) -> None:
     simple = next(iter(scenarios["assign_only"].groups))
     _, snap = get(group_url(mirror, simple))
@@ -168,6 +173,8 @@ def test_offsets_carry_expiry_predictions(mirror: Any, scenarios: dict[str, Any]
     assert all(o["expires_at_ms"] == o["expire_timestamp_ms"] for o in snap["offsets"])  # value v1 wins
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_service_endpoints(mirror: Any) -> None:
     status, ready = get(f"{mirror.http.url}/ready")
     assert status == 200 and ready["ready"] and ready["records_behind"] == 0
@@ -186,6 +193,8 @@ def _read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | 
     return [(r.key, r.value) for r in iter_topic(bootstrap, topic=topic, timeout_s=30)]
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_change_events_reach_files_and_kafka(
     mirror: Any, kafka: Any, scenarios: dict[str, Any], workdir: Path
 ) -> None:
@@ -202,6 +211,8 @@ def test_change_events_reach_files_and_kafka(
     assert sorted(json.loads(v)["type"] for _, v in from_kafka if v) == sorted(e["type"] for e in events)
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_committed_offsets_feed_is_a_compacted_topic(
     mirror: Any, kafka: Any, scenarios: dict[str, Any]
 ) -> None:
@@ -233,14 +244,16 @@ def test_committed_offsets_feed_is_a_compacted_topic(
 
 
 # -------------------------------------------------------------------------------------- restart
+@pytest.mark.broker
+@pytest.mark.spark
 def test_restart_resumes_from_the_checkpoint(mirror: Any, mirrors: Any, kafka: Any, workdir: Path) -> None:
 
     before = {
         g["group_id"]: get(group_url(mirror, g["group_id"]))[1]
         for g in get(f"{mirror.http.url}/groups")[1]["groups"]
     }
-    positions = dict(mirror.store.readiness.positions)
-    last_batch = mirror.store.last_batch.batch_id
+    positions = mirror.status.positions()
+    last_batch = mirror.status.last_batch.batch_id
     mirror.stop()
     again = mirrors.start(mirror_settings(kafka, workdir))
     # the driver store is rebuilt from the checkpointed state before any new batch ran
@@ -258,3 +271,49 @@ def test_restart_resumes_from_the_checkpoint(mirror: Any, mirrors: Any, kafka: A
         assert after[group_id]["members"] == snap["members"], group_id
         assert after[group_id]["offsets"] == snap["offsets"], group_id
         assert (after[group_id]["state"], after[group_id]["type"]) == (snap["state"], snap["type"])
+
+
+# ----------------------------------------------------------------------------- the parts, unstarted
+def test_the_process_parts_in_start_order(tmp_path: Path) -> None:
+    """Client JVM, the session (made while the cluster's parts start), HTTP before the cluster (503
+    while it starts; serving until its query stopped), the cluster's group, the heap last."""
+    from lab.synthetic import settings
+    from streaming.app.mirror import HttpPart, JvmPart, Mirror
+    from streaming.lifecycle import PartGroup
+
+    m = Mirror(settings(checkpoint_location=str(tmp_path / "cp"), cluster_name="east"))
+    assert [p.name for p in m.parts] == ["jvm", "spark", "http", "cluster east", "heap"]
+    assert m.parts.parts[3] is m.cluster.parts and isinstance(m.cluster.parts, PartGroup)
+    assert isinstance(m.parts.parts[0], JvmPart) and m.jvm_part.needed
+    assert isinstance(m.parts.parts[2], HttpPart) and m.http is None  # made at start, not before
+    # the cluster's parts reach the client JVM through the process's part: one JVM for all
+    assert m.cluster.client is not None and m.cluster.client.jvm == m.jvm_part.get
+
+    quiet = Mirror(settings(checkpoint_location=str(tmp_path / "cp2")), serve_http=False)
+    assert [p.name for p in quiet.parts] == ["jvm", "spark", "cluster synthetic", "heap"]
+
+
+def test_a_capture_mirror_launches_no_client_jvm_at_start(tmp_path: Path) -> None:
+    from lab.synthetic import settings
+    from streaming.app.mirror import Mirror
+
+    capture = tmp_path / "c.jsonl"
+    capture.write_text("")
+    m = Mirror(settings(source="capture", capture_path=capture, checkpoint_location=str(tmp_path / "cp")))
+    assert not m.jvm_part.needed
+    m.jvm_part.start()  # nothing to launch
+    assert m.jvm_part.jvm is None
+
+
+def test_a_mirror_not_started_says_so_and_stops_as_a_no_op(tmp_path: Path) -> None:
+    from lab.synthetic import settings
+    from streaming.app.mirror import Mirror
+
+    m = Mirror(settings(checkpoint_location=str(tmp_path / "cp")))
+    assert m.health() == (True, {"query": "starting"})  # not ready before the query's first start
+    assert not m.status.ready
+    assert m.query is None and m.sink is None and m.recovered_groups == 0 and not m.query_running()
+    m.stop()
+    m.stop()
+    assert m.health() == (False, {"error": "stopped"})
+    assert m.parts.running == []

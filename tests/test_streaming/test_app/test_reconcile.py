@@ -11,6 +11,7 @@ import pytest
 from streaming.app.driver_events import DriverEvents
 from streaming.app.reconcile import Reconciler
 from streaming.cluster.groups import GroupListing
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 
 NOW = 1_700_000_000_000
@@ -49,17 +50,17 @@ def setup(mirrored: set[str]) -> tuple[Reconciler, FakeCluster, SnapshotStore, F
     sink = FakeSink()
     events.attach(sink)  # type: ignore[arg-type]
     cluster = FakeCluster()
-    return Reconciler(cluster, store, events, lambda: NOW), cluster, store, sink
+    return Reconciler(cluster, store, MirrorStatus(), events, lambda: NOW), cluster, store, sink
 
 
 def test_a_group_missing_once_is_not_a_mismatch_twice_is() -> None:
     r, cluster, store, sink = setup({"a", "gone"})
     cluster.groups = {"a", "new"}
     assert r.round()
-    assert store.status.mismatches == {"missing_in_coordinator": set(), "missing_in_mirror": set()}
+    assert r.status.view().mismatches == {"missing_in_coordinator": set(), "missing_in_mirror": set()}
     assert not store.gone and not sink.written
     assert r.round()  # the same answer again: now both sides are confirmed
-    assert store.status.mismatches == {"missing_in_coordinator": {"gone"}, "missing_in_mirror": {"new"}}
+    assert r.status.view().mismatches == {"missing_in_coordinator": {"gone"}, "missing_in_mirror": {"new"}}
     assert set(store.gone) == {"gone"}  # exists: false, with the reason
     assert "two rounds in a row" in store.gone["gone"]["reason"]
     [(events, at_ms, _name)] = sink.written
@@ -67,8 +68,8 @@ def test_a_group_missing_once_is_not_a_mismatch_twice_is() -> None:
         ("gone", "missing_in_coordinator"),
         ("new", "missing_in_mirror"),
     }
-    assert at_ms == NOW and store.tallies_snapshot()[("event", "reconcile_mismatch")] == 2
-    assert store.status.reconcile_rounds == {"ok": 2}
+    assert at_ms == NOW and r.status.tallies()[("event", "reconcile_mismatch")] == 2
+    assert r.status.view().reconcile_rounds == {"ok": 2}
 
 
 def test_a_group_that_comes_back_between_rounds_is_not_a_mismatch() -> None:
@@ -80,16 +81,16 @@ def test_a_group_that_comes_back_between_rounds_is_not_a_mismatch() -> None:
     assert r.round()
     cluster.groups = {"a"}
     assert r.round()  # missing again, but not in the previous round
-    assert store.status.mismatches["missing_in_coordinator"] == set()
+    assert r.status.view().mismatches["missing_in_coordinator"] == set()
     assert not store.gone and not sink.written
 
 
 def test_a_mismatch_is_reported_once() -> None:
-    r, cluster, store, sink = setup({"a"})
+    r, cluster, _store, sink = setup({"a"})
     cluster.groups = {"a", "x"}
     for _ in range(4):
         assert r.round()
-    assert store.status.mismatches["missing_in_mirror"] == {"x"}
+    assert r.status.view().mismatches["missing_in_mirror"] == {"x"}
     assert len(sink.written) == 1  # the event once, the metric for as long as it lasts
 
 
@@ -110,7 +111,7 @@ def test_rounds_that_do_not_count_do_not_advance_the_rule(
     for key, value in cluster_state.items():
         setattr(cluster, key, value)
     assert not r.round()
-    assert store.status.reconcile_rounds[outcome] == 1
+    assert r.status.view().reconcile_rounds[outcome] == 1
     assert not store.gone
     for key in cluster_state:
         setattr(cluster, key, FakeCluster().__dict__[key])

@@ -9,7 +9,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.pipeline.prepare import collapse_commits, decode_and_collapse, prepared_schema
+from streaming.pipeline.prepare import (
+    GroupFilter,
+    collapse_commits,
+    decode_and_collapse,
+    filter_packed,
+    prepared_schema,
+)
 from tests.support.records import _s, commit_key, commit_value, group_key
 
 
@@ -183,3 +189,14 @@ def test_the_commit_rhythm_is_the_same_however_batches_split_the_log(
     ]
     assert _rhythm_window(whole) == _rhythm_window(uncollapsed) == _rhythm_window(split)
     assert sum(r["n_commits"] for r in whole) == n
+
+
+def test_group_filter_marks_filtered_groups_and_keeps_records_without_a_group() -> None:
+    keep = GroupFilter(r"app-.*", r"app-test-.*")
+    batch = pa.RecordBatch.from_pydict(
+        {"group_id": ["app-1", "app-test-1", "other", None], "packed": [b"a", b"b", b"c", b"d"]}
+    )
+    out = filter_packed(batch, keep)
+    assert out.column("packed").to_pylist() == [b"a", b"", b"", b"d"]
+    assert not GroupFilter(None, None)
+    assert filter_packed(batch, GroupFilter(None, "zzz")) is batch

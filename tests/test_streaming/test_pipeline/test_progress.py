@@ -1,7 +1,7 @@
 """`streaming.pipeline.progress.ProgressFollower.on_progress` with fake progress objects (the
 shape of PySpark's `StreamingQueryProgress`): positions into readiness and completed batches into
 the run status, triggers that ran no batch left out of the history.  Observed decode counts are the
-sink's to count (tests/test_streaming/test_pipeline/test_observed.py): a progress carrying them
+sink's to count (tests/test_streaming/test_pipeline/test_sinks.py): a progress carrying them
 adds nothing, or a batch would count twice."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from streaming.pipeline.progress import ProgressFollower, partition_offsets
 from streaming.serving.run_status import HISTORY_KEPT, RunStatus
-from streaming.serving.store import SnapshotStore
+from streaming.serving.status import MirrorStatus
 from streaming.settings import load_settings
 
 TOPIC = "__consumer_offsets"
@@ -37,8 +37,8 @@ def progress(batch_id: int, end: dict[int, int], *, ran: bool = True, **observed
     )
 
 
-def follower() -> tuple[ProgressFollower, SnapshotStore, RunStatus]:
-    store = SnapshotStore()
+def follower() -> tuple[ProgressFollower, MirrorStatus, RunStatus]:
+    store = MirrorStatus()
     run = RunStatus()
     s = load_settings(bootstrap_servers="localhost:9092")
     return ProgressFollower(s, store, run, lambda: None), store, run
@@ -46,11 +46,11 @@ def follower() -> tuple[ProgressFollower, SnapshotStore, RunStatus]:
 
 def test_positions_counts_and_batches() -> None:
     f, store, run = follower()
-    store.readiness.targets = {0: 100, 1: 40}
+    store.set_targets({}, {0: 100, 1: 40})
     f.on_progress(progress(0, {0: 60, 1: 40}, records=70, errors=1, unknown=None))
-    assert store.readiness.positions == {0: 60, 1: 40} and not store.readiness.ready
+    assert store.positions() == {0: 60, 1: 40} and not store.ready
     f.on_progress(progress(1, {0: 100, 1: 40}, records=30))
-    assert store.readiness.ready
+    assert store.ready
     assert run.observed_counts() == {}  # the sink counts them, with the batch's rows
     assert [b["batch_id"] for b in run.history()] == [0, 1]
     assert run.history()[0]["state_bytes"] == [4096] and run.history()[0]["input_rows"] == 10

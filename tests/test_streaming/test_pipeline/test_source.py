@@ -1,4 +1,5 @@
-"""Spark Structured Streaming reads `__consumer_offsets` from the real broker.
+"""The mirror's input (`streaming.pipeline.source`): the Kafka source's options; and Spark Structured
+Streaming reading `__consumer_offsets` from the real broker.
 
 Settles spark-notes §0.1 on a real broker: Spark's default (AdminClient) offset reader lists no
 partitions of an internal topic, the consumer-based reader lists them all; and read_committed
@@ -7,6 +8,7 @@ keeps an aborted transactional offset commit out of the stream.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -16,8 +18,6 @@ import pytest
 
 from streaming.pipeline.capture_format import read_capture
 from tests.support.raw import group_of, record_type
-
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 DEPRECATED_FETCHING = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
 
@@ -49,6 +49,8 @@ def _read_all(spark: Any, bootstrap: str, tmp: Path, **options: str) -> list[Any
     return rows
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_default_offset_reader_lists_no_internal_partitions(
     spark: Any, kafka: Any, scenarios: Any, tmp_path: Path
 ) -> None:
@@ -61,6 +63,8 @@ def test_default_offset_reader_lists_no_internal_partitions(
     assert rows == []
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_rows_of_every_scenario_reach_spark_and_aborted_commits_do_not(
     spark: Any, kafka: Any, scenarios: dict[str, Any], capture_file: Path, tmp_path: Path
 ) -> None:
@@ -92,6 +96,8 @@ def test_rows_of_every_scenario_reach_spark_and_aborted_commits_do_not(
     assert any(r.value is None and record_type(bytes(r.key)) == 2 for r in rows)
 
 
+@pytest.mark.broker
+@pytest.mark.spark
 def test_read_uncommitted_would_let_the_aborted_commit_through(
     spark: Any, kafka: Any, scenarios: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -99,3 +105,33 @@ def test_read_uncommitted_would_let_the_aborted_commit_through(
     aborted = next(iter(scenarios["txn_abort"].groups))
     leaked = [r for r in rows if group_of(bytes(r.key)) == aborted and record_type(bytes(r.key)) in (0, 1)]
     assert len(leaked) == len(scenarios["txn_abort"].facts["transactional_offsets"])
+
+
+# ---------------------------------------------------------------- the source's options, no Spark
+def test_the_kafka_sources_options() -> None:
+    from lab.synthetic import settings
+    from streaming.pipeline.source import kafka_options
+
+    s = settings(kafka_options={"security.protocol": "SASL_SSL", "fetch.max.wait.ms": "25"})
+    subscribed = kafka_options(s)
+    assert subscribed["subscribe"] == "__consumer_offsets" and "assign" not in subscribed
+    assert (
+        subscribed["kafka.isolation.level"] == "read_committed"
+    )  # only committed commits, as the coordinator
+    assert subscribed["failOnDataLoss"] == "true" and subscribed["startingOffsets"] == "earliest"
+    assert subscribed["kafka.security.protocol"] == "SASL_SSL"  # every option passed through
+    assert subscribed["kafka.fetch.max.wait.ms"] == "25"  # a user's option over the default 0
+    assigned = kafka_options(s, [3, 0, 1], fail_on_data_loss=False, starting_offsets='{"x": 1}')
+    assert json.loads(assigned["assign"]) == {"__consumer_offsets": [0, 1, 3]} and "subscribe" not in assigned
+    assert (assigned["failOnDataLoss"], assigned["startingOffsets"]) == ("false", '{"x": 1}')
+    assert kafka_options(settings())["kafka.fetch.max.wait.ms"] == "0"
+
+
+def test_the_kafka_source_needs_bootstrap_servers(tmp_path: Path) -> None:
+    from lab.synthetic import settings
+    from streaming.pipeline.source import kafka_options
+
+    capture = tmp_path / "c.jsonl"
+    capture.write_text("")
+    with pytest.raises(ValueError, match="bootstrap_servers: required for the kafka source"):
+        kafka_options(settings(source="capture", capture_path=capture, bootstrap_servers=None))

@@ -40,3 +40,16 @@ def test_long_lived_objects_are_frozen_and_task_cycles_still_collected() -> None
     assert frozen > 20_000  # pandas, pyarrow, numpy and our modules left the collected generations
     assert tracked < frozen // 10  # a per-task collection walks a small fraction of the heap
     assert collected >= 2  # the task's cyclic garbage (two objects, their dicts) is still freed
+
+
+def test_apply_runs_once_per_process() -> None:
+    """In this process too (the test session's Spark driver applies it when its session is made):
+    a second call freezes nothing more."""
+    import gc
+
+    from streaming.pipeline import worker_tune
+
+    worker_tune.apply()
+    frozen = gc.get_freeze_count()
+    worker_tune.apply()
+    assert gc.get_freeze_count() == frozen > 0

@@ -14,6 +14,7 @@ import pytest
 
 from lab.synthetic import RENDERER
 from streaming.serving.api import MirrorHTTPServer
+from streaming.serving.status import Readiness
 from streaming.serving.store import SnapshotStore
 from tests.support.http import state_bytes
 
@@ -72,10 +73,11 @@ def test_groups_listing_detail_and_percent_encoded_ids(server: Any) -> None:
 
 def test_ready_health_errors_metrics_and_unknown_routes(server: Any) -> None:
     srv, store, health = server
-    store.readiness.targets = {0: 10, 1: 5}
+    mirror_status = srv.status
+    mirror_status.set_targets({}, {0: 10, 1: 5})
     status, _, body = _get(f"{srv.url}/ready")
     assert status == 503 and json.loads(body)["records_behind"] == 15
-    store.readiness.update({0: 10, 1: 5})
+    mirror_status.advance({0: 10, 1: 5})
     status, _, body = _get(f"{srv.url}/ready")
     assert status == 200 and json.loads(body)["ready"] is True
     assert _get(f"{srv.url}/healthz")[0] == 200
@@ -94,10 +96,137 @@ def test_ready_health_errors_metrics_and_unknown_routes(server: Any) -> None:
 def test_readiness_progress_counts_positions_not_records() -> None:
     """Compaction gaps and transaction markers: the target is a log position, so a partition whose
     last positions hold no visible record still reaches it when the reader's position does."""
-    store = SnapshotStore()
-    r = store.readiness
+    r = Readiness()
     r.starts, r.targets = {0: 100, 1: 0}, {0: 200, 1: 50}
     r.update({0: 150})
     assert r.progress() == pytest.approx(50 / 150) and not r.ready
     r.update({0: 200, 1: 50})  # e.g. offset 199 was a COMMIT marker: no record, but position 200
     assert r.ready and r.progress() == 1.0 and sum(r.behind().values()) == 0
+
+
+# -- several clusters behind one server ----------------------------------------------------------
+def _fleet_view(name: str, groups: list[str], *, ready: bool, source_error: str | None = None) -> Any:
+    from streaming.serving.api import ClusterView
+    from streaming.serving.status import MirrorStatus
+
+    store = SnapshotStore(renderer=RENDERER)
+    store.apply(
+        0, [(g, state_bytes(g), {"group_id": g, "kind": "classic", "state": "Stable"}) for g in groups]
+    )
+    store.add_errors([{"status": "error", "source_partition": 1, "source_offset": len(name)}])
+    store.timeline.add([{"type": "group_status_changed", "group_id": g, "cluster": name} for g in groups])
+    status = MirrorStatus()
+    status.set_targets({}, {0: 10})
+    if ready:
+        status.advance({0: 10})
+    status.source_checked(source_error)
+
+    def lag_route(path: str) -> tuple[int, Any] | None:
+        # Burrow's own shape: this view answers for its cluster only
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["v3", "kafka"]:
+            if len(parts) == 2:
+                return 200, {"clusters": [name]}
+            return (200, {"cluster": name}) if parts[2] == name else (404, {"message": "cluster not found"})
+        return 200, {"group_id": urllib.parse.unquote(path.split("/")[2]), "cluster": name}
+
+    return ClusterView(store, status, lag_route)
+
+
+@pytest.fixture
+def fleet() -> Iterator[str]:
+    srv = MirrorHTTPServer(
+        ("127.0.0.1", 0),
+        SnapshotStore(),
+        clusters={
+            "eu": _fleet_view("eu", ["orders", "eu-only"], ready=True),
+            "us": _fleet_view("us", ["orders", "us/only"], ready=True),
+            "ap": _fleet_view("ap", ["ap-only"], ready=False, source_error="TimeoutException: no answer"),
+        },
+    ).start()
+    yield srv.url
+    srv.stop()
+
+
+def _json_of(url: str) -> tuple[int, Any]:
+    status, _, body = _get(url)
+    return status, json.loads(body)
+
+
+def test_the_groups_of_every_cluster_each_with_its_cluster(fleet: str) -> None:
+    status, body = _json_of(f"{fleet}/groups")
+    assert status == 200 and body["count"] == 5
+    assert [(r["cluster"], r["group_id"]) for r in body["groups"]] == [
+        ("eu", "eu-only"), ("eu", "orders"), ("us", "orders"), ("us", "us/only"), ("ap", "ap-only"),
+    ]  # fmt: skip
+    status, body = _json_of(f"{fleet}/groups?cluster=us&cluster=ap")
+    assert {r["cluster"] for r in body["groups"]} == {"us", "ap"}
+    status, body = _json_of(f"{fleet}/groups?cluster=nowhere")
+    assert status == 404 and body["error"] == "cluster_not_found" and body["clusters"] == ["eu", "us", "ap"]
+
+
+def test_a_group_id_two_clusters_hold_is_asked_with_its_cluster(fleet: str) -> None:
+    status, body = _json_of(f"{fleet}/groups/orders")
+    assert status == 409 and body["error"] == "group_in_several_clusters" and body["clusters"] == ["eu", "us"]
+    for cluster in ("eu", "us"):
+        status, body = _json_of(f"{fleet}/groups/orders?cluster={cluster}")
+        assert status == 200 and body["cluster"] == cluster and body["group_id"] == "orders"
+        status, body = _json_of(f"{fleet}/groups/orders/lag?cluster={cluster}")
+        assert status == 200 and body["cluster"] == cluster
+        status, body = _json_of(f"{fleet}/groups/orders/timeline?cluster={cluster}")
+        assert status == 200 and [e["cluster"] for e in body["events"]] == [cluster]
+    # an id one cluster holds needs no cluster; "/" encoded stays in the id
+    status, body = _json_of(f"{fleet}/groups/{urllib.parse.quote('us/only', safe='')}")
+    assert status == 200 and body["cluster"] == "us"
+    assert _json_of(f"{fleet}/groups/orders?cluster=ap")[0] == 404
+    assert _json_of(f"{fleet}/groups/nobody")[0] == 404
+
+
+def test_burrows_paths_list_every_cluster_and_route_each(fleet: str) -> None:
+    assert _json_of(f"{fleet}/v3/kafka")[1]["clusters"] == ["eu", "us", "ap"]
+    assert _json_of(f"{fleet}/v3/kafka/us") == (200, {"cluster": "us"})
+    assert _json_of(f"{fleet}/v3/kafka/ap/consumer") == (200, {"cluster": "ap"})
+    assert _json_of(f"{fleet}/v3/kafka/mars")[0] == 404
+
+
+def test_ready_with_one_cluster_down_and_each_cluster_alone(fleet: str) -> None:
+    status, body = _json_of(f"{fleet}/ready")
+    # two clusters caught up, the third does not answer: the pod stays in its Service
+    assert status == 200 and body["ready"] is True
+    assert body["clusters"]["ap"]["reason"].startswith("source unavailable: TimeoutException")
+    assert _json_of(f"{fleet}/ready?cluster=ap")[0] == 503
+    status, body = _json_of(f"{fleet}/ready?cluster=eu")
+    assert status == 200 and body["reason"] is None and "clusters" not in body
+    errors = _json_of(f"{fleet}/errors")[1]["errors"]
+    assert sorted(e["cluster"] for e in errors) == ["ap", "eu", "us"]
+
+
+def test_ready_of_a_fleet() -> None:
+    """Ready once one cluster is ready and none is catching up; down, refused or waiting for its
+    topic: reported, not gating."""
+    from streaming.serving.api import fleet_ready_body
+    from streaming.serving.status import MirrorStatus
+
+    def status(kind: str) -> MirrorStatus:
+        s = MirrorStatus()
+        if kind != "waiting":
+            s.set_targets({}, {0: 5})
+        if kind in ("ready", "down"):
+            s.advance({0: 5})
+        if kind == "down":
+            s.source_checked("TimeoutException")
+        if kind == "waiting":
+            s.waiting("waiting for __consumer_offsets")
+        return s
+
+    cases = [
+        (["ready", "ready"], True, None),
+        (["ready", "down"], True, None),
+        (["ready", "waiting"], True, None),
+        (["ready", "catching_up"], False, "catching up: c1"),
+        (["down", "down"], False, "no cluster is ready"),
+        (["waiting"], False, "no cluster is ready"),
+    ]
+    for kinds, ok, reason in cases:
+        got, body = fleet_ready_body({f"c{i}": status(k) for i, k in enumerate(kinds)})
+        assert (got, body["reason"]) == (ok, reason), kinds

@@ -20,7 +20,6 @@ from lab.metrics_oracle import registry_for
 from lab.records import HOUR, MIN, Log, cm
 from lab.synthetic import (
     RENDERER,
-    STATE_SETTINGS,
     abandoning_classic,
     add_progress,
     empty_classic,
@@ -35,21 +34,17 @@ from lab.synthetic import (
 )
 from state import codec
 from state import events as ev
-from state.model import COUNTERS
 from state.replay import fold
 from streaming.pipeline.adapter import event_tally
-from streaming.pipeline.sinks import MirrorSink, batch_tallies
+from streaming.pipeline.sinks import MirrorSink
 from streaming.serving.catalogue import (
-    BY_NAME,
     CATALOGUE,
     GROUP_COUNTERS,
     GROUP_STATES,
     SAMPLE_NAMES,
     MetricDef,
-    reason_label,
-    record_type_label,
 )
-from streaming.serving.metrics import GroupNumbers, MirrorMetrics, exposition
+from streaming.serving.metrics import MirrorMetrics, exposition
 from tests.support.exposition import parse, series, value
 
 
@@ -58,47 +53,6 @@ def mirror_with(*groups: Any, **overrides: Any) -> MirrorMetrics:
     m.store.apply(0, [to_store_row(g) for g in groups])
     feed_lag(m, groups)
     return m
-
-
-# ------------------------------------------------------------------------------ the catalogue
-def test_catalogue_names_follow_prometheus_conventions() -> None:
-    names = [m.name for m in CATALOGUE]
-    assert len(names) == len(set(names))
-    for m in CATALOGUE:
-        assert m.name.islower() and m.name.replace("_", "").isalnum(), m.name
-        assert m.labels[0] == "cluster_name", m.name
-        assert len(set(m.labels)) == len(m.labels), m.name
-        assert m.help.endswith(".") and not m.help[0].islower(), m.name
-        if m.type == "counter":
-            assert m.name.endswith("_total"), m.name
-        else:
-            assert not m.name.endswith("_total"), m.name  # reserved for counters
-            assert not m.name.endswith(("_sum", "_count", "_bucket")), m.name
-        if m.unit:
-            base = m.name.removesuffix("_total")
-            assert base.endswith(f"_{m.unit}"), (m.name, m.unit)
-        # no non-base units anywhere in a name
-        for bad in ("_ms", "_millis", "_milliseconds", "_minutes", "_hours", "_kb", "_mb", "_percent"):
-            assert bad + "_" not in m.name + "_", m.name
-        if "timestamp" in m.name:
-            assert m.name.endswith("_timestamp_seconds"), m.name
-        if m.scope == "group":
-            assert m.labels[:2] == ("cluster_name", "group") and m.name.startswith(
-                "coordinator_mirror_group_"
-            )
-        if m.scope == "partition":
-            assert m.labels[:4] == ("cluster_name", "group", "topic", "partition")
-    # kafka-lag-exporter's names; lag comes from the log offsets the driver reads (scope "lag")
-    assert "kafka_consumergroup_group_offset" in BY_NAME
-    assert {
-        m.scope for m in CATALOGUE if m.name.startswith("kafka_consumergroup_group_") and "lag" in m.name
-    } == {"lag"}
-
-
-def test_every_group_counter_is_a_state_counter() -> None:
-    assert set(GROUP_COUNTERS) <= set(COUNTERS)
-    for key in ("rebalances", "skipped_generations", "member_joins", "member_leaves", "emptied"):
-        assert key in GROUP_COUNTERS
 
 
 # ------------------------------------------------------------------------------ the exposition
@@ -134,9 +88,8 @@ def mixed() -> MirrorMetrics:
     )
     add_progress(m, 0, 100, 1500, addBatch=1200, queryPlanning=100)
     add_progress(m, 1, 20, 300, addBatch=200)
-    m.store.readiness.targets = {0: 100, 1: 50}
-    m.store.readiness.latest = {0: 110, 1: 50}
-    m.store.readiness.update({0: 90, 1: 50})
+    m.status.set_targets({}, {0: 100, 1: 50})
+    m.status.advance({0: 90, 1: 50}, {0: 110, 1: 50})
     return m
 
 
@@ -391,82 +344,9 @@ def test_views_are_reused_while_the_state_bytes_are_unchanged() -> None:
     assert after["a"] is before["a"] and after["b"] is not before["b"]
 
 
-def test_expiry_countdown_and_windows_follow_the_clock() -> None:
-    g = empty_classic("e", 3, idle_ms=0)
-    _, blob, _ = to_store_row(g)
-    snap = RENDERER(blob)
-    deadline = snap["offsets"][0]["expires_at_ms"]
-    assert all(o["expires_at_ms"] == deadline for o in snap["offsets"])
-    v = GroupNumbers("e", blob, STATE_SETTINGS, "uniform", per_partition=True)
-    assert v.next_expiry(deadline - 90 * MIN) == [((), 5400.0)]
-    assert v.expiring(deadline - 90 * MIN) == [(("1h",), 0), (("24h",), 3)]
-    assert v.expiring(deadline - 30 * MIN) == [(("1h",), 3), (("24h",), 3)]
-    assert v.next_expiry(deadline + 1000) == [((), 0.0)]  # due: the next trigger expires them
-
-
 # ------------------------------------------------------------------------------ the sink's tallies
 def _event_json(e: ev.Event) -> str:
     return json.dumps(e.to_json(), separators=(",", ":"), ensure_ascii=False)  # as the adapter writes
-
-
-def test_batch_tallies_count_events_expiries_deletions_and_skipped_records() -> None:
-    # the event rows' tallies, as the adapter makes them next to the events
-    events = [
-        event_tally(e)
-        for e in (
-            ev.RebalanceCompleted("g", 0, 1, 2, before=1, after=2, skipped=0),
-            ev.RebalanceCompleted("g", 0, 2, 3, before=2, after=3, skipped=0),
-            ev.OffsetsExpired("g", None, None, None, count=3, partitions=("t:0",), origin="mirror"),
-            ev.OffsetsExpired("h", 0, 9, 9, count=2, partitions=("t:1",), origin="broker"),
-            ev.GroupDeleted("g", None, None, None, kind="classic", reason="expired"),
-            ev.MemberJoined("x", 0, 1, 1, member_id="m"),
-        )
-    ]
-    errors = [
-        {"status": "unknown", "record_type": 99, "error_kind": None, "error_reason": None},
-        {
-            "status": "error",
-            "record_type": 1,
-            "error_kind": "unknown_version",
-            "error_reason": "unknown value version 42 of OffsetCommitValue",
-        },
-        {
-            "status": "error",
-            "record_type": 2,
-            "error_kind": "truncated",
-            "error_reason": "truncated: string of 9 bytes, 2 left",
-        },
-        {
-            "status": "error",
-            "record_type": 2,
-            "error_kind": "truncated",
-            "error_reason": "truncated: int32 needs 4 bytes, 0 left",
-        },
-        {
-            "status": "error",
-            "record_type": None,
-            "error_kind": "malformed",
-            "error_reason": "malformed: negative string length -5",
-        },
-    ]
-    t = batch_tallies(events, errors)
-    assert t[("event", "rebalance_completed")] == 2
-    assert t[("event", "offsets_expired")] == 2 and t[("event", "member_joined")] == 1
-    assert t[("offsets_expired", "mirror")] == 3 and t[("offsets_expired", "broker")] == 2
-    assert t[("group_deleted", "expired")] == 1
-    assert t[("skipped", "unknown", "99", "unknown_record_type")] == 1
-    assert t[("skipped", "error", "OFFSET_COMMIT", "unknown_version")] == 1
-    assert t[("skipped", "error", "GROUP_METADATA", "truncated")] == 2  # byte counts are not labels
-    assert t[("skipped", "error", "none", "malformed")] == 1
-
-
-def test_reason_and_record_type_labels_are_bounded() -> None:
-    assert reason_label("internal", "error") == "internal"
-    assert reason_label("what on earth: 17 bytes", "error") == "none"  # only the closed set
-    assert reason_label(None, "error") == "none"
-    assert reason_label(None, "unknown") == "unknown_record_type"
-    assert record_type_label(1) == "OFFSET_COMMIT" and record_type_label(23) != "23"
-    assert record_type_label(123) == "123" and record_type_label(None) == "none"
 
 
 Row = namedtuple("Row", "group_id kind key body summary blob")
@@ -495,7 +375,7 @@ def test_the_sink_feeds_the_mirror_level_counters() -> None:
         )
     )
     m = exporter(settings())
-    MirrorSink(settings(), m.store, None)._apply(7, rows)  # type: ignore[arg-type]
+    MirrorSink(settings(), m.store, m.status, None)._apply(7, rows)  # type: ignore[arg-type]
     s = parse(exposition(m)[0])
     assert value(s, "coordinator_mirror_events_total", type="rebalance_completed") == 2
     assert value(s, "coordinator_mirror_events_total", type="member_joined") == 2

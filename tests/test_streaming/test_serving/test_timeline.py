@@ -13,6 +13,7 @@ import pytest
 from state import events as ev
 from streaming.pipeline.sinks import MirrorSink
 from streaming.serving.api import MirrorHTTPServer
+from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from streaming.serving.timeline import COMPRESS_FROM, RETIRED_KEPT, Timeline
 from tests.support.http import request
@@ -70,7 +71,13 @@ def test_the_sink_feeds_it_once_per_batch(tmp_path: Any) -> None:
     store = SnapshotStore()
     sink = MirrorSink.__new__(MirrorSink)  # no Spark: only `_apply` and the driver events
     sink.settings = load_settings(bootstrap_servers="localhost:9092")
-    sink.store, sink.events_dir, sink.markers, sink.on_batch = store, None, {}, []
+    sink.store, sink.status, sink.events_dir, sink.markers, sink.on_batch = (
+        store,
+        MirrorStatus(),
+        None,
+        {},
+        [],
+    )
     joined = ev.MemberJoined("g", 0, 1, 5, member_id="m").to_json()
     committed = ev.OffsetsCommitted("g", 0, 2, 6, count=3).to_json()
     rows = [

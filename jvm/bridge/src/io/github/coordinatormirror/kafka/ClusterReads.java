@@ -80,8 +80,14 @@ public final class ClusterReads {
    * completes.
    */
   <T> T get(KafkaFuture<T> future) throws Exception {
+    return get(future, timeoutMs);
+  }
+
+  /** {@link #get(KafkaFuture)} for a call made with a timeout of its own, {@code callTimeoutMs}. */
+  <T> T get(KafkaFuture<T> future, int callTimeoutMs) throws Exception {
+    long waitMs = callTimeoutMs + Math.min(5_000L, callTimeoutMs);
     try {
-      return future.get(timeoutMs + 5_000L, TimeUnit.MILLISECONDS);
+      return future.get(waitMs, TimeUnit.MILLISECONDS);
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof Exception) {
@@ -89,8 +95,7 @@ public final class ClusterReads {
       }
       throw e;
     } catch (java.util.concurrent.TimeoutException e) {
-      throw new org.apache.kafka.common.errors.TimeoutException(
-          "no answer within " + (timeoutMs + 5_000L) + " ms");
+      throw new org.apache.kafka.common.errors.TimeoutException("no answer within " + waitMs + " ms");
     }
   }
 
@@ -127,10 +132,19 @@ public final class ClusterReads {
    * exist; a topic the principal may not describe raises TopicAuthorizationException.
    */
   public String describeTopic(String topic) throws Exception {
+    return describeTopic(topic, timeoutMs);
+  }
+
+  /**
+   * {@link #describeTopic(String)} answered within {@code callTimeoutMs} or failed with a
+   * TimeoutException: the mirror's source check asks this way, so that a cluster that does not
+   * answer is reported within its interval whatever the client's {@code default.api.timeout.ms}.
+   */
+  public String describeTopic(String topic, int callTimeoutMs) throws Exception {
     TopicDescription d;
     try {
-      d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(timeoutMs))
-          .topicNameValues().get(topic));
+      d = get(admin.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(callTimeoutMs))
+          .topicNameValues().get(topic), callTimeoutMs);
     } catch (UnknownTopicOrPartitionException e) {
       return "";
     }

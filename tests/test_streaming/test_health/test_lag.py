@@ -1,0 +1,64 @@
+"""`streaming.health.lag`: kafka-lag-exporter's lookup table (interpolation, extrapolation, flat
+runs compressed, a sliding window), lag in messages and seconds; and who owns each partition of a
+group -- per kind, and for a streams group by its tasks, read through the topology (found with three
+real clusters: a streams group's task ``(subtopology "0", p)`` was taken for a topic named "0",
+reported deleted, and the input topic's partitions had no owner)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lab.records import Log
+from state.model import Group
+from state.replay import fold
+from streaming.health.lag import LookupTable, group_owners, lag_messages, lag_seconds
+
+
+def _streams_group(topology: bool = True) -> Group:
+    log = Log()
+    if topology:
+        log.streams_topology("app", 1, ["orders", "payments"])
+    log.streams_member("app", "m1")
+    log.streams_epoch("app", 1, 1)
+    log.streams_current("app", "m1", 2, [0, 1])
+    g = fold(None, log.records).group
+    assert g is not None
+    return g
+
+
+def test_a_streams_task_owns_its_partition_of_each_source_topic() -> None:
+    owners = group_owners(_streams_group())
+    assert set(owners) == {("orders", 0), ("orders", 1), ("payments", 0), ("payments", 1)}
+    assert {o.consumer_id for o in owners.values()} == {"m1"}
+    assert {o.client_id for o in owners.values()} == {"client-m1"}
+
+
+def test_without_its_topology_a_streams_group_owns_no_partition_rather_than_a_topic_0() -> None:
+    assert group_owners(_streams_group(topology=False)) == {}
+
+
+def test_lookup_table_follows_kafka_lag_exporter() -> None:
+    t = LookupTable(limit=4)
+    for offset, ms in [(100, 1000), (200, 2000), (200, 3000), (200, 4000), (300, 5000)]:
+        t.add(offset, ms)
+    # the flat run 200@2000..200@4000 is one segment (its right end moved out)
+    assert t.points.tolist() == [100, 1000, 200, 2000, 200, 4000, 300, 5000]
+    t.add(250, 6000)  # not monotonic: ignored
+    t.add(400, 5000)  # out of order: ignored
+    assert len(t) == 4
+    assert t.predict_ms(150) == 1500  # interpolated
+    assert t.predict_ms(250) == 4500
+    assert t.predict_ms(50) == pytest.approx(1000 - 50 * 4000 / 200)  # extrapolated along the window
+    assert lag_seconds(300, t, 7000) == 0.0  # at the newest end
+    assert lag_seconds(150, t, 7000) == pytest.approx(5.5)
+    assert math.isnan(lag_seconds(150, LookupTable(), 7000))
+    flat = LookupTable()
+    for ms in (1000, 2000, 3000):  # an idle topic sampled since 1000, end 200, consumer at 150
+        flat.add(200, ms)
+    assert flat.points.tolist() == [200, 1000, 200, 3000]
+    assert lag_seconds(150, flat, 4000) == 3.0  # at least since the first sample, never ~0
+    t.add(500, 7000)  # the window slides
+    assert t.points.tolist()[:2] == [200, 2000]
+    assert lag_messages(10, 5) == 0 and lag_messages(5, 10) == 5
