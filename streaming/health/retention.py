@@ -16,8 +16,8 @@ from the rounds of log offsets the lag tracker applies; and the margin before it
   (time- or size-based retention deletes what was appended that long ago), the committed offset at
   the consume rate, so the gap closes at ``produce - consume`` records/s; null when it is not
   closing.  A group without a measured consume rate (a single commit in its window) is taken not
-  to move: the margin is then the worst case.  The log start really moves in whole segments, so it jumps: the seconds are when the
-  gap closes on average, not the next segment deletion.
+  to move: the margin is then the worst case.  The log start really moves in whole segments, so it
+  jumps: the seconds are when the gap closes on average, not the next segment deletion.
 
 What it cannot know: records deleted between two rounds of a group's partition that the group
 committed past in between (it never lost them); the retention settings themselves (it reads their

@@ -682,7 +682,9 @@ class MirrorHTTPServer:
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
         if clusters is None:  # one cluster: the views given one by one
-            one = ClusterView(store, status or MirrorStatus(), lag_route, topic_names, share_state, offsets_at)
+            one = ClusterView(
+                store, status or MirrorStatus(), lag_route, topic_names, share_state, offsets_at
+            )
             clusters = {cluster_name: one}
         ctx = ApiContext(dict(clusters), metrics, health or (lambda: (True, {})), openmetrics)
         #: what ``/ready`` reads of the first cluster (the only one, mostly)

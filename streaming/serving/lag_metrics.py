@@ -118,14 +118,14 @@ class LagExporter:
                 out["coordinator_mirror_group_records_lost_total"].append(f"{g}}} {sum(lost.values())}")
                 for (topic, p), n in sorted(lost.items()):
                     out["coordinator_mirror_partition_records_lost_total"].append(
-                        f'{g},topic="{_esc(topic)}",partition="{p}"}} {n}'
+                        f'{g},topic="{escape(topic)}",partition="{p}"}} {n}'
                     )
             if not self._partitions_for(gid):
                 continue
             for x, est in zip(all_rows, estimates, strict=True):
                 if est.seconds is not None and lag_view.counted(x):
                     out["coordinator_mirror_partition_catch_up_seconds"].append(
-                        f'{g},topic="{_esc(x.topic)}",partition="{x.partition}"}} {_num(est.seconds)}'
+                        f'{g},topic="{escape(x.topic)}",partition="{x.partition}"}} {fmt(est.seconds)}'
                     )
             for x in rows:
                 if x.end is None:
@@ -185,11 +185,11 @@ class LagExporter:
                 f'{g},state="{state}"}} {1 if state == est.state else 0}'
             )
         if est.seconds is not None:
-            out["coordinator_mirror_group_catch_up_seconds"].append(f"{g}}} {_num(est.seconds)}")
+            out["coordinator_mirror_group_catch_up_seconds"].append(f"{g}}} {fmt(est.seconds)}")
         if est.consume_rate is not None:
-            out["coordinator_mirror_group_consume_rate"].append(f"{g}}} {_num(est.consume_rate)}")
+            out["coordinator_mirror_group_consume_rate"].append(f"{g}}} {fmt(est.consume_rate)}")
         if est.produce_rate is not None:
-            out["coordinator_mirror_group_produce_rate"].append(f"{g}}} {_num(est.produce_rate)}")
+            out["coordinator_mirror_group_produce_rate"].append(f"{g}}} {fmt(est.produce_rate)}")
         by_topic: dict[str, list[float | None]] = {}
         for i in mine:
             x, e = rows[i], estimates[i]
@@ -201,18 +201,18 @@ class LagExporter:
         for topic, (consume, produce) in sorted(by_topic.items()):
             if consume is not None:
                 out["coordinator_mirror_group_topic_consume_rate"].append(
-                    f'{g},topic="{_esc(topic)}"}} {_num(consume)}'
+                    f'{g},topic="{escape(topic)}"}} {fmt(consume)}'
                 )
             if produce is not None:
                 out["coordinator_mirror_group_topic_produce_rate"].append(
-                    f'{g},topic="{_esc(topic)}"}} {_num(produce)}'
+                    f'{g},topic="{escape(topic)}"}} {fmt(produce)}'
                 )
         margins = lag_view.margins(t, rows, estimates)
         gm = lag_view.group_margin([margins[i] for i in mine])
         if gm is not None:
             out["coordinator_mirror_group_retention_margin_records"].append(f"{g}}} {gm.records}")
             if gm.seconds is not None:
-                out["coordinator_mirror_group_retention_margin_seconds"].append(f"{g}}} {_num(gm.seconds)}")
+                out["coordinator_mirror_group_retention_margin_seconds"].append(f"{g}}} {fmt(gm.seconds)}")
         return estimates
 
 
