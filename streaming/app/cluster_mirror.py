@@ -11,6 +11,7 @@ checkpoint      claim, cluster binding, drift (`drift.py`)          --
 outputs         the output topics checked (created when missing)    --
 offsets         the lag loop: log offsets, lag, Burrow              mirror-offsets
 progress        the query's progress: readiness, batch history      mirror-progress
+offset-history  committed offsets over time (issue 38), if enabled  mirror-offset-history
 query           the streaming query: first start, drain at stop     Spark's
 share-state     the ``__share_group_state`` query, supervised       mirror-share-state
 supervisor      restarts, source check, reconciliation, meta        mirror-supervisor
@@ -437,6 +438,8 @@ class ClusterMirror:
             for part in parts:
                 if isinstance(part, Worker):
                     part.thread_name = f"{part.thread_name}-{s.cluster_name}"
+            if self.offset_history is not None:
+                self.offset_history.thread_name = f"{self.offset_history.thread_name}-{s.cluster_name}"
         return PartGroup(f"cluster {s.cluster_name}", parts)
 
     # -- wiring made at start (what needs the client or the session) ---------------------------

@@ -367,6 +367,8 @@ class OffsetHistory:
         self._thread: threading.Thread | None = None
         #: points appended since start (a figure for the logs and tests)
         self.points_added = 0
+        #: ``mirror-offset-history-<cluster>`` when one of several clusters
+        self.thread_name = "mirror-offset-history"
 
     @classmethod
     def from_settings(cls, settings: Settings, **parts: Any) -> OffsetHistory | None:
@@ -748,7 +750,7 @@ class OffsetHistory:
         after a `stop`: a cluster's parts are rebuilt and restarted after a start that failed)."""
         self._stopped.clear()
         self.load()
-        self._thread = threading.Thread(target=self._run, name="mirror-offset-history", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
         return self
 

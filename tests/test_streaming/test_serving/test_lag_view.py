@@ -8,6 +8,8 @@ from typing import Any
 
 from lab.synthetic import exporter, feed_lag, kip848, settings, stable_classic, tracker_of
 from streaming.health.catch_up import STATES
+from streaming.health.retention import Margin
+from streaming.serving import lag_view
 from streaming.serving.burrow import lag_route
 from tests.support.exposition import parse
 
@@ -71,3 +73,12 @@ def test_the_series_say_what_the_body_says() -> None:
         secs = samples.get(("coordinator_mirror_group_catch_up_seconds", labels))
         assert secs == body["catch_up"]["seconds"]
         assert samples[("coordinator_mirror_group_records_lost_total", labels)] == body["records_lost"]
+
+
+def test_the_groups_margin_is_the_nearest_partitions() -> None:
+    """Fewest records and fewest seconds, each over the partitions that have one: a partition
+    whose gap is not closing (seconds None) still counts for records, never for seconds."""
+    assert lag_view.group_margin([]) is None and lag_view.group_margin([None, None]) is None
+    found = [Margin(500, None), None, Margin(900, 30.0), Margin(2_000, 12.5)]
+    assert lag_view.group_margin(found) == Margin(500, 12.5)
+    assert lag_view.group_margin([Margin(7, None)]) == Margin(7, None)
