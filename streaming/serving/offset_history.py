@@ -36,8 +36,8 @@ loses nothing the checkpoint has (a batch run again appends the same offsets, wh
 change).  At start: the snapshot, then the journals written after it.
 
 Horizon and history start: the history answers for ``T`` at or after ``max(now - horizon, the
-moment it began recording)``; before that an error names the limit.  Memory and figures:
-docs/insights.md ("Offsets as of a moment"), ``bench/offset_history.py``.
+moment it began recording)``; before that an error names the limit.  What it answers and what it
+cannot know: docs/insights.md ("Offsets as of a moment").
 """
 
 from __future__ import annotations
