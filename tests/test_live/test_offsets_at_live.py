@@ -23,6 +23,7 @@ import pytest
 from lab.retention import commit_and_stop
 from streaming.jars import kafka_classpath
 from tests.support.live_mirror import group_url, live_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -41,17 +42,6 @@ def _offsets(mirror: Any, group: str, at: int | str) -> tuple[int, dict[str, Any
         return exc.code, json.loads(exc.read())
 
 
-def _wait(what: str, fn: Any, timeout_s: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout_s}s: last {last!r}")
-
-
 def _mirror_holds(mirror: Any, group: str, want: dict[int, int]) -> Any:
     """Wait until the mirror's newest offsets of ``group`` are ``want``."""
 
@@ -62,7 +52,7 @@ def _mirror_holds(mirror: Any, group: str, want: dict[int, int]) -> Any:
         got = {x["partition"]: x["offset_now"] for x in body["partitions"]}
         return body if got == want else None
 
-    return _wait(f"the mirror holding {want} for {group}", now)
+    return wait_for(f"the mirror holding {want} for {group}", now, 120)
 
 
 def _kafka_committed(lab: Any, group: str, topic: str) -> dict[int, int]:

@@ -19,6 +19,7 @@ import pytest
 
 from lab.retention import SteadyProducer, commit_and_stop, log_offsets, short_retention_topic
 from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -37,17 +38,6 @@ def _lag(mirror: Any, group: str) -> dict[str, Any]:
     return body
 
 
-def _wait(what: str, fn: Any, timeout_s: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout_s}s: last {last!r}")
-
-
 def test_the_mirror_counts_exactly_what_retention_deleted(
     mirrors: Any, kafka: Any, lab: Any, tmp_path: Path
 ) -> None:
@@ -57,7 +47,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
     topic = short_retention_topic(lab, "ret-t", 2, segment_ms=1000, retention_ms=4000)
     producer = SteadyProducer(lab, topic, 2, rate=20)
     try:
-        _wait("records produced", lambda: producer.sent >= 40, 60)
+        wait_for("records produced", lambda: producer.sent >= 40, 60)
         ends = log_offsets(lab, topic, 2)
         committed = {p: hw for p, (_, hw) in ends.items()}  # the group read everything so far, then stopped
         group = GROUP_IDS[0]
@@ -69,18 +59,19 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
             seen = [x["retention_margin"] for x in parts if x["retention_margin"] and x["records_lost"] == 0]
             return [m for m in seen if m["records"] > 0 and m["seconds"] is not None]
 
-        margins = _wait("a closing retention margin before the loss", margin_seen)
+        margins = wait_for("a closing retention margin before the loss", margin_seen, 120)
         assert all(0 < m["seconds"] < 60 for m in margins), margins
 
         # the broker deletes past the committed offsets
-        _wait(
+        wait_for(
             "Kafka's log start past the committed offsets",
             lambda: all(s > committed[p] for p, (s, _) in log_offsets(lab, topic, 2).items()),
+            120,
         )
     finally:
         producer.close()
     # once the producer stopped, the active segment stays: the log start settles
-    settled = _wait("Kafka's log start settled", lambda: _settled(lab, topic), 60)
+    settled = wait_for("Kafka's log start settled", lambda: _settled(lab, topic), 60)
     starts = {p: s for p, (s, _) in settled.items()}
     want = {p: starts[p] - committed[p] for p in starts}
     assert all(n > 0 for n in want.values()), (starts, committed)
@@ -90,7 +81,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
         got = {x["partition"]: (x["records_lost"], x["log_start_offset"]) for x in body["partitions"]}
         return body if got == {p: (want[p], starts[p]) for p in starts} else None
 
-    body = _wait(f"records_lost == Kafka's log start - committed ({want})", counted)
+    body = wait_for(f"records_lost == Kafka's log start - committed ({want})", counted, 120)
     assert body["records_lost"] == sum(want.values())
     assert all(x["committed_offset"] == committed[x["partition"]] for x in body["partitions"])
     assert body["retention_margin"]["records"] == 0
@@ -122,7 +113,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
     mirror.stop()
     again = mirrors.start(settings, ready_s=300)
     time.sleep(4)  # a few offsets rounds
-    _wait("the group's lag after the restart", lambda: _lag(again, group).get("partitions"), 60)
+    wait_for("the group's lag after the restart", lambda: _lag(again, group).get("partitions"), 60)
     body = _lag(again, group)
     assert {x["partition"]: x["records_lost"] for x in body["partitions"]} == want
     assert body["records_lost"] == sum(want.values())
