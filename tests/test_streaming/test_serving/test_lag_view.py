@@ -1,18 +1,25 @@
 """What issue 38 adds to ``GET /groups/{id}/lag`` and the lag metrics (`streaming.serving.lag_view`),
 pure: the fixed ``catch_up`` shape per partition and for the group, log start, retention margin and
-records lost; the same figures as series.  (A share group's rows -- `lag_view.share_rows` -- are
-not tested yet, here or against Kafka's listShareGroupOffsets.)"""
+records lost; the same figures as series; a share group's rows from its share state (not yet
+checked against Kafka's listShareGroupOffsets on a live broker)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from lab.records import Log
 from lab.synthetic import exporter, feed_lag, kip848, settings, stable_classic, tracker_of
+from state import share
+from state.replay import fold
+from state.share import ACKNOWLEDGED, AVAILABLE
 from streaming.health.catch_up import STATES
+from streaming.health.lag import LogOffsets, PartitionEnds
 from streaming.health.retention import Margin
 from streaming.serving import lag_view
 from streaming.serving.burrow import lag_route
+from streaming.serving.share import ShareStateStore
 from tests.support.exposition import parse
+from tests.support.share import ShareLog
 
 CATCH_UP_KEYS = {"state", "seconds", "consume_rate", "produce_rate"}
 
@@ -83,3 +90,36 @@ def test_the_groups_margin_is_the_nearest_partitions() -> None:
     found = [Margin(500, None), None, Margin(900, 30.0), Margin(2_000, 12.5)]
     assert lag_view.group_margin(found) == Margin(500, 12.5)
     assert lag_view.group_margin([Margin(7, None)]) == Margin(7, None)
+
+
+def test_a_share_groups_rows_are_its_share_partitions_with_kafkas_lag() -> None:
+    """A share group's ``/lag`` rows are its share-partitions: the start offset as the committed
+    offset, lag = high watermark - start offset - delivery complete count (Kafka's share lag) --
+    every initialised share-partition, the group empty or not."""
+    log = Log()
+    log.share_member("sg", "m", ["share-t"])
+    log.share_state("sg", {"TID": "share-t"})
+    group = fold(None, log.records).group
+    assert group is not None
+    m = exporter(settings())
+    tracker, burrow = tracker_of(m)
+    tracker.apply_groups([("sg", group)])
+    writes = ShareLog()
+    writes.snapshot(0, 100, (100, 109, ACKNOWLEDGED, 1), (110, 119, AVAILABLE, 1))  # 10 done in state
+    writes.snapshot(1, 40, dcc=5)  # the broker's own complete count
+    writes.snapshot(2, 0)
+    state = share.fold(None, writes.records, "sg")
+    store = ShareStateStore()
+    store.apply(0, [("sg", share.encode(state), share.summary(state))])
+    ends = {("share-t", p): PartitionEnds(0, 150, 150) for p in range(3)}
+    tracker.apply_round(LogOffsets(1_800_000_000_000, ends, {"TID": "share-t"}))
+    status, body = lag_route(tracker, burrow, "/groups/sg/lag", 0, share=store) or (0, {})
+    assert status == 200, body
+    got = [(x["topic"], x["partition"], x["committed_offset"], x["lag"]) for x in body["partitions"]]
+    assert got == [("share-t", 0, 100, 40), ("share-t", 1, 40, 105), ("share-t", 2, 0, 150)]
+    # the group's member gone: the same rows (Kafka keeps the share-partitions' state)
+    log.share_member("sg", "m", None)
+    left = fold(group.copy(), log.records[-1:]).group
+    tracker.apply_groups([("sg", left)])
+    _, again = lag_route(tracker, burrow, "/groups/sg/lag", 0, share=store) or (0, {})
+    assert [(x["partition"], x["lag"]) for x in again["partitions"]] == [(0, 40), (1, 105), (2, 150)]
