@@ -293,6 +293,25 @@ class Settings(BaseSettings):
         "default <checkpoint_location>/offset-history for a local checkpoint -- a checkpoint on an "
         "object store keeps the history in memory only unless this is set",
     )
+    # -- the web UI (issue 37): docs/ui.md ------------------------------------------------------
+    http_ui: bool = Field(
+        True,
+        description="serve the web UI (/ui/groups, /ui/group) on the HTTP port, with the API's TLS and "
+        "authentication; off: its pages answer 404 (the JSON API is unchanged)",
+    )
+    lag_history_minutes: int = Field(
+        60,
+        ge=0,
+        le=1440,
+        description="minutes of lag history kept per group and partition for GET /groups/{id}/history "
+        "and the UI's charts: every lag round for the newest 10 minutes, one point a minute before "
+        "(driver memory: docs/ui.md); 0 keeps only the newest round",
+    )
+    grafana_url: str | None = Field(
+        None,
+        description="base URL of the Grafana that holds the mirror's dashboards (e.g. "
+        "https://grafana.example.com): the UI links each group to them; unset: no links",
+    )
 
     topic_wait_interval_s: float = Field(
         10.0,
@@ -403,6 +422,18 @@ class Settings(BaseSettings):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("grafana_url")
+    @classmethod
+    def _grafana_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(
+                "an http:// or https:// URL without query or fragment, e.g. https://grafana.example.com"
+            )
         return value
 
     @field_validator("clusters", mode="before")

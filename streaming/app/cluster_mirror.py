@@ -43,6 +43,7 @@ from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
 from streaming.health.retention import RECORDS_LOST, RetentionWatch
+from streaming.health.lag_history import LagHistory
 from streaming.lifecycle import Part, PartGroup, Step, Worker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
@@ -344,6 +345,9 @@ class ClusterMirror:
         self.retention = RetentionWatch(self.lag)
         self.retention.emit = self._retention_events
         self.lag_exporter = LagExporter(self.lag, self.burrow, s, retention=self.retention)
+        # issue 37: each group's lag over the last hour, after every round (the lag loop's thread,
+        # paced as Burrow's evaluation is; `pause` waits in that loop, ended by its stop)
+        self.lag_history = LagHistory(self.lag, s.lag_history_minutes, s.lag_interval_s, pause=self._pause)
         self.share_store = ShareStateStore()
         self.offset_history = OffsetHistory.from_settings(
             s, states=self.store.states, topic_names=lambda: self.lag.topic_names, retention=self.retention
@@ -488,6 +492,10 @@ class ClusterMirror:
             self.reconciler = Reconciler(self._client(), self.store, self.status, self.events, now_ms)
         return self.reconciler.round()
 
+    def _pause(self, busy_s: float) -> None:
+        # the lag loop of the parts now built (`rebuild` makes a new one): its stop ends the wait
+        self.lag_loop.sleep(busy_s)
+
     # -- what the API asks of a cluster ----------------------------------------------------------
     def view(self) -> ClusterView:
         """What the HTTP API reads of this cluster."""
@@ -497,7 +505,9 @@ class ClusterMirror:
             self.lag_route,
             lambda: self.lag.topic_names,
             self.share_view(),
-            self.offsets_at if self.offset_history is not None else None,
+            offsets_at=self.offsets_at if self.offset_history is not None else None,
+            history=self.lag_history,
+            statuses=lambda: self.burrow.watcher.groups,
         )
 
     def share_view(self) -> Callable[[str], dict[str, Any] | None] | None:
