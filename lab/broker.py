@@ -71,6 +71,9 @@ class BrokerSettings:
     #: broker default 10080 (7 days); expiry tests use a dedicated broker with 1
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
+    #: how often the broker deletes segments past a topic's retention (default 300000): seconds,
+    #: so that a test topic with a retention.ms of seconds loses records while the test waits
+    log_retention_check_interval_ms: int = 1000
     #: 0 so that a lone consumer's first rebalance completes at once (broker default 3000)
     group_initial_rebalance_delay_ms: int = 0
     #: lets scenarios crash a member and see the session time out within seconds (default 6000)
@@ -212,6 +215,7 @@ class LocalKafka:
             "offsets.topic.num.partitions": str(s.offsets_topic_num_partitions),
             "offsets.retention.minutes": str(s.offsets_retention_minutes),
             "offsets.retention.check.interval.ms": str(s.offsets_retention_check_interval_ms),
+            "log.retention.check.interval.ms": str(s.log_retention_check_interval_ms),
             "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(s.group_min_session_timeout_ms),
             "transaction.state.log.replication.factor": "1",

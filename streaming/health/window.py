@@ -187,6 +187,24 @@ class CommitHistory:
         with self._lock:
             return self._groups.get(group_id)
 
+    def spans(self, group_id: str) -> dict[tuple[str, int], tuple[int, tuple[int, int], tuple[int, int]]]:
+        """Per partition of the group's window ``(commits, (oldest time, offset), (newest time,
+        offset))``: what the consume rate of `streaming.health.catch_up` reads, without copying
+        the window (a scrape reads every group's)."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None:
+                return {}
+            return {
+                tp: (
+                    len(a) // STRIDE,
+                    (a[TIMESTAMP], a[OFFSET]),
+                    (a[-STRIDE + TIMESTAMP], a[-STRIDE + OFFSET]),
+                )
+                for tp, a in g.items()
+                if a
+            }
+
     def groups(self) -> list[str]:
         with self._lock:
             return sorted(self._groups)

@@ -10,6 +10,7 @@
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /groups/{id}/timeline  the group's newest change events, newest first
+    GET /groups/{id}/offsets?at=<time>  committed offsets as of a moment and the reset plan (issue 38)
     GET /groups/{id}/history   the group's lag over the last hour, per group and partition (issue 37)
     GET /ui/groups, /ui/group  the web UI's pages (issue 37, `streaming.serving.ui`); /ui/config, /ui/assets
     GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
@@ -204,6 +205,8 @@ class ClusterView:
     topic_names: Callable[[], Mapping[str, str]] | None = None
     #: a share group's delivery state (`streaming.serving.share.share_view`), None: not read
     share_state: Callable[[str], dict[str, Any] | None] | None = None
+    #: ``GET /groups/{id}/offsets?at=`` (see `OffsetsAt`); None: the offset history is off
+    offsets_at: OffsetsAt | None = None
     #: each group's lag over the last hour (``/groups/{id}/history``, the lag columns of
     #: ``GET /groups``: issue 37), None: not kept
     history: LagHistory | None = None
@@ -503,6 +506,29 @@ def _ui_config(request: Request) -> Response:
     return _json(request, 200, ui.config(list(_ctx(request).clusters)))
 
 
+# ------------------------------------------------------------ issue 38: offsets as of a moment
+#: ``GET /groups/{id}/offsets?at=<time>``: (group id, the ``at`` parameter) -> (HTTP status, JSON)
+#: (`streaming.serving.reset_plan.offsets_route` over the mirror's offset history)
+OffsetsAt = Callable[[str, str | None], tuple[int, Any]]
+
+
+def _offsets_at(request: Request) -> Response:
+    """``/groups/{id}/offsets?at=``: the group's committed offsets at a moment and the reset plan
+    back to them.  A group id ending in an encoded "%2Foffsets" is a group, not this route."""
+    path = _raw_path(request)
+    if not path.endswith("/offsets"):
+        return _group(request)
+    group_id = unquote(path[len("/groups/") : -len("/offsets")], errors="replace")
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    hook = held[1].offsets_at
+    if hook is None:
+        return _json(request, 404, {"error": "offset_history_off", "group_id": group_id})
+    return _json(request, *hook(group_id, request.query_params.get("at")))
+
+
+# ----------------------------------------------------------------------------------- readiness
 def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
@@ -610,6 +636,7 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
     ("/groups/{id:path}/lag", _lag, False),
     ("/groups/{id:path}/timeline", _timeline, False),
+    ("/groups/{id:path}/offsets", _offsets_at, False),  # issue 38
     ("/groups/{id:path}/history", _history, False),  # issue 37: the UI's charts (before the group)
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
@@ -781,13 +808,21 @@ class MirrorHTTPServer:
         tls_key_file: Path | None = None,
         idle_timeout_s: float = 15.0,
         request_timeout_s: float = 10.0,
+        offsets_at: OffsetsAt | None = None,
     ) -> None:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
         if clusters is None:  # one cluster: the views given one by one
             one = ClusterView(
-                store, status or MirrorStatus(), lag_route, topic_names, share_state, history, statuses
+                store,
+                status or MirrorStatus(),
+                lag_route,
+                topic_names,
+                share_state,
+                history=history,
+                statuses=statuses,
+                offsets_at=offsets_at,
             )
             clusters = {cluster_name: one}
         ctx = ApiContext(dict(clusters), metrics, health or (lambda: (True, {})), openmetrics, ui)
