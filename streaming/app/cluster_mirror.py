@@ -42,8 +42,8 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
-from streaming.health.retention import RECORDS_LOST, RetentionWatch
 from streaming.health.lag_history import LagHistory
+from streaming.health.retention import RECORDS_LOST, RetentionWatch
 from streaming.lifecycle import Part, PartGroup, Step, Worker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
