@@ -3,9 +3,8 @@ and deletes segments older than four, a producer writing to it, a group that com
 stopped.  The broker deletes what the group never read; the mirror counts exactly the records
 between the committed offset and the new log start -- compared with the log start offsets Kafka
 reports -- in ``GET /groups/{id}/lag``, ``/metrics`` and its ``records_lost`` change events, warns
-with the retention margin before, and counts nothing twice after a restart.  The alert on a live
-Prometheus: tests/test_live/test_metrics_live.py; its promtool tests:
-dashboards/prometheus/tests/retention_test.yaml."""
+with the retention margin before, and counts nothing twice after a restart.  The alert's promtool
+tests: dashboards/prometheus/tests/retention_test.yaml (not yet on a live Prometheus)."""
 
 from __future__ import annotations
 
