@@ -4,7 +4,8 @@ stopped.  The broker deletes what the group never read; the mirror counts exactl
 between the committed offset and the new log start -- compared with the log start offsets Kafka
 reports -- in ``GET /groups/{id}/lag``, ``/metrics`` and its ``records_lost`` change events, warns
 with the retention margin before, and counts nothing twice after a restart.  The alert's promtool
-tests: dashboards/prometheus/tests/retention_test.yaml (not yet on a live Prometheus)."""
+tests: dashboards/prometheus/tests/retention_test.yaml; on a live Prometheus:
+tests/test_live/test_metrics_live.py."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
     events = tmp_path / "events"
     settings = live_settings(kafka.bootstrap, tmp_path, cluster_name="retention", events_path=str(events))
     mirror = mirrors.start(settings, ready_s=300)
-    topic = short_retention_topic(lab, "ret-t", 2, segment_ms=1000, retention_ms=4000)
+    topic = short_retention_topic(lab, "lost-to-retention", 2, segment_ms=1000, retention_ms=4000)
     producer = SteadyProducer(lab, topic, 2, rate=20)
     try:
         wait_for("records produced", lambda: producer.sent >= 40, 60)
