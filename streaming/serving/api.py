@@ -532,7 +532,8 @@ def _offsets_at(request: Request) -> Response:
 def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
-    "query restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
+    "resuming: ..." (it answers again, the query has shown no progress since), "query
+    restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
     query (the share-state query), reported and never gating readiness."""
     view = status.view()
     body = status.readiness_json()
@@ -541,6 +542,10 @@ def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
         reason = view.waiting_reason
     elif not view.source_up:
         reason = f"source unavailable: {view.source_error}"
+    elif view.resuming:
+        # the lag round reaches the cluster again, but the query may still be blocked in the
+        # offset fetch it was in when the cluster went away: not ready until it shows progress
+        reason = "resuming: the cluster answers again, the query has not made progress since"
     elif view.failure:
         reason = f"query restarting: {view.failure}"
     elif not body["ready"]:

@@ -220,8 +220,10 @@ def test_ready_of_a_fleet() -> None:
             s.set_targets({}, {0: 5})
         if kind in ("ready", "down"):
             s.advance({0: 5})
-        if kind == "down":
+        if kind in ("down", "resuming"):
             s.source_checked("TimeoutException")
+        if kind == "resuming":
+            s.source_checked(None)
         if kind == "waiting":
             s.waiting("waiting for __consumer_offsets")
         return s
@@ -231,6 +233,8 @@ def test_ready_of_a_fleet() -> None:
         (["ready", "down"], True, None),
         (["ready", "waiting"], True, None),
         (["ready", "catching_up"], False, "catching up: c1"),
+        (["ready", "resuming"], True, None),
+        (["resuming"], False, "no cluster is ready"),
         (["down", "down"], False, "no cluster is ready"),
         (["waiting"], False, "no cluster is ready"),
     ]
