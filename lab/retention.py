@@ -10,7 +10,8 @@ rate, groups that commit where a test says and stop.
 * `commit_and_stop` -- a real consumer of the group reads up to the given offsets, commits them and
   leaves: a stopped group whose committed offsets the test knows;
 * `PacedConsumer` -- a real consumer that polls at a given rate and commits what it read every
-  ``commit_s``, until closed (``rate`` changeable: a consumer that speeds up).
+  ``commit_s``, until closed (``rate`` changeable: a consumer that speeds up; ``drained_ms``: when
+  it found nothing left to read).
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ class PacedConsumer:
 
         self.rate, self.commit_s = rate, commit_s
         self.read = 0
+        #: wall-clock ms of the first poll that wanted records and found none (read up to the log
+        #: end) since the owner last set it to None -- the consumer's own "caught up"
+        self.drained_ms: int | None = None
         self._c: Any = Consumer(
             {
                 "bootstrap.servers": lab.bootstrap,
@@ -156,6 +160,8 @@ class PacedConsumer:
                 msgs = self._c.consume(num_messages=min(int(credit), 500), timeout=0.05)
                 got = sum(1 for m in msgs if m.error() is None)
                 if not got:
+                    if self.drained_ms is None:
+                        self.drained_ms = int(time.time() * 1000)
                     break
                 credit -= got
                 self.read += got
