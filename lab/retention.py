@@ -79,8 +79,11 @@ class SteadyProducer:
     def _run(self) -> None:
         tick = 0.1
         owed = 0.0
+        last = time.monotonic()
         while not self._stop.wait(tick):
-            owed += self.rate * tick
+            now = time.monotonic()  # the time that passed, not the tick: a loaded machine wakes late
+            owed += self.rate * (now - last)
+            last = now
             n, owed = int(owed), owed - int(owed)
             for _ in range(n):
                 for p in range(self.partitions):
@@ -153,9 +156,11 @@ class PacedConsumer:
     def _run(self) -> None:
         tick = 0.1
         credit = 0.0
-        last_commit = time.monotonic()
+        last_commit = last = time.monotonic()
         while not self._stop.wait(tick):
-            credit = min(credit + self.rate * tick, max(1.0, self.rate))  # at most a second's worth
+            now = time.monotonic()  # the time that passed, not the tick: a loaded machine wakes late
+            credit = min(credit + self.rate * (now - last), max(1.0, self.rate))  # a second's worth at most
+            last = now
             while credit >= 1:
                 msgs = self._c.consume(num_messages=min(int(credit), 500), timeout=0.05)
                 got = sum(1 for m in msgs if m.error() is None)

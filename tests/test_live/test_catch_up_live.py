@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.error
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab.retention import PacedConsumer, SteadyProducer
-from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.live_mirror import lag_of, live_settings
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -47,18 +46,6 @@ COMMIT_S, LAG_INTERVAL_S, TRIGGER_S, INTERVALS = 1.0, 1.0, 1.0, 5
 BACKLOG = 250
 #: the estimate's rate error: a share of E, plus a second for clocks and rounding
 RATE_ERROR, SLACK_S = 0.15, 1.0
-
-
-def _lag(mirror: Any, group: str) -> dict[str, Any]:
-    """The group's lag, or {} while it is not in the lag tracker yet (404 "pending")."""
-    try:
-        body = get(group_url(mirror, group, "/lag"))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return {}
-        raise
-    assert isinstance(body, dict)
-    return body
 
 
 def _states(body: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -102,7 +89,7 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
 
         # 1. slower than the producer: falling behind, group and partitions, with the real rates
         def behind() -> Any:
-            last.update(_lag(mirror, group))
+            last.update(lag_of(mirror, group))
             g, ps = _states(last)
             rates_ok = all(
                 _close(x["catch_up"]["produce_rate"], PRODUCE, 0.3)
@@ -115,11 +102,11 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
         note(f"falling_behind: {body['catch_up']}")
         wait_for(
             f"a backlog of {BACKLOG} records a partition",
-            lambda: all(x["lag"] >= BACKLOG for x in _lag(mirror, group)["partitions"]),
+            lambda: all(x["lag"] >= BACKLOG for x in lag_of(mirror, group)["partitions"]),
             120,
         )
         # every round meanwhile still says so
-        g, ps = _states(_lag(mirror, group))
+        g, ps = _states(lag_of(mirror, group))
         assert (g, ps) == ("falling_behind", ["falling_behind"] * 2)
 
         # 2. the consumers speed up: catching up, once the window holds only fast commits
@@ -128,7 +115,7 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
             c.rate = FAST
 
         def catching_up() -> Any:
-            last.update(_lag(mirror, group))
+            last.update(lag_of(mirror, group))
             g, ps = _states(last)
             fast = all(
                 _close(x["catch_up"]["consume_rate"], FAST, 0.15) for x in last.get("partitions") or []
@@ -160,7 +147,7 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
 
         # ... and the mirror's: caught up, the lag what the producer wrote since the newest commit
         def caught_up() -> Any:
-            last.update(_lag(mirror, group))
+            last.update(lag_of(mirror, group))
             g, ps = _states(last)
             return g == "caught_up" and ps == ["caught_up"] * 2 and dict(last)
 
@@ -174,7 +161,7 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
         states = []
         for _ in range(10):
             time.sleep(LAG_INTERVAL_S)
-            body = _lag(mirror, group)
+            body = lag_of(mirror, group)
             states.append(_states(body))
             for x in body["partitions"]:  # the lag: what was written since the newest commit (+1 s)
                 since = (body["sampled_at_ms"] - x["commit_timestamp_ms"]) / 1000 + 1
@@ -185,7 +172,7 @@ def test_falling_behind_then_catching_up_within_the_estimate_then_caught_up(
         producer.close()
 
         def zero() -> Any:
-            last.update(_lag(mirror, group))
+            last.update(lag_of(mirror, group))
             g, ps = _states(last)
             lags = [x["lag"] for x in last["partitions"]]
             return g == "caught_up" and ps == ["caught_up"] * 2 and lags == [0, 0] and dict(last)

@@ -28,6 +28,7 @@ import pytest
 
 from lab.scenarios_insights import ACCEPT, REJECT
 from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -105,18 +106,15 @@ def _lag_matches_kafka(mirror: Any, kafka: Any, group: str, what: str) -> dict[s
     start offset standing in for the committed offset -- equal Kafka's ``listShareGroupOffsets``
     (``kafka-share-groups.sh --describe --offsets``) on every partition.  Kafka is asked again each
     time, so a lag round the mirror has not run yet is waited for, not a figure frozen early."""
-    url = group_url(mirror, group, "/lag")
-    deadline = time.monotonic() + 120
-    body: dict[str, Any] = {}
-    want: dict[tuple[str, int], tuple[int, int]] = {}
-    while time.monotonic() < deadline:
-        want = kafka_share_offsets(kafka.bootstrap, group)
-        body = get(url)
+    seen: dict[str, Any] = {}
+
+    def agrees() -> Any:
+        seen["kafka"] = kafka_share_offsets(kafka.bootstrap, group)
+        seen["mirror"] = body = get(group_url(mirror, group, "/lag"))
         got = {(x["topic"], x["partition"]): (x["committed_offset"], x["lag"]) for x in body["partitions"]}
-        if got == want:
-            return body
-        time.sleep(1)
-    raise AssertionError(f"{what}: /lag never matched Kafka's share offsets {want}: {body}")
+        return got == seen["kafka"] and body
+
+    return wait_for(f"/lag equal to Kafka's share offsets, {what}", agrees, 120, lambda: seen)
 
 
 def test_share_lag_in_the_lag_route_equals_kafkas_on_every_partition_with_members_and_empty(
