@@ -10,7 +10,8 @@ rate, groups that commit where a test says and stop.
 * `commit_and_stop` -- a real consumer of the group reads up to the given offsets, commits them and
   leaves: a stopped group whose committed offsets the test knows;
 * `PacedConsumer` -- a real consumer that polls at a given rate and commits what it read every
-  ``commit_s``, until closed (``rate`` changeable: a consumer that speeds up).
+  ``commit_s``, until closed (``rate`` changeable: a consumer that speeds up; ``drained_ms``: when
+  it found nothing left to read).
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ class SteadyProducer:
     def _run(self) -> None:
         tick = 0.1
         owed = 0.0
+        last = time.monotonic()
         while not self._stop.wait(tick):
-            owed += self.rate * tick
+            now = time.monotonic()  # the time that passed, not the tick: a loaded machine wakes late
+            owed += self.rate * (now - last)
+            last = now
             n, owed = int(owed), owed - int(owed)
             for _ in range(n):
                 for p in range(self.partitions):
@@ -130,6 +134,9 @@ class PacedConsumer:
 
         self.rate, self.commit_s = rate, commit_s
         self.read = 0
+        #: wall-clock ms of the first poll that wanted records and found none (read up to the log
+        #: end) since the owner last set it to None -- the consumer's own "caught up"
+        self.drained_ms: int | None = None
         self._c: Any = Consumer(
             {
                 "bootstrap.servers": lab.bootstrap,
@@ -149,13 +156,17 @@ class PacedConsumer:
     def _run(self) -> None:
         tick = 0.1
         credit = 0.0
-        last_commit = time.monotonic()
+        last_commit = last = time.monotonic()
         while not self._stop.wait(tick):
-            credit = min(credit + self.rate * tick, max(1.0, self.rate))  # at most a second's worth
+            now = time.monotonic()  # the time that passed, not the tick: a loaded machine wakes late
+            credit = min(credit + self.rate * (now - last), max(1.0, self.rate))  # a second's worth at most
+            last = now
             while credit >= 1:
                 msgs = self._c.consume(num_messages=min(int(credit), 500), timeout=0.05)
                 got = sum(1 for m in msgs if m.error() is None)
                 if not got:
+                    if self.drained_ms is None:
+                        self.drained_ms = int(time.time() * 1000)
                     break
                 credit -= got
                 self.read += got

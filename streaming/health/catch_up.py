@@ -9,13 +9,24 @@ Inputs, all already held by the driver (nothing here reads Kafka or the clock):
 * **consume rate** -- the group's committed offset over time: Burrow's window of commits
   (`streaming.health.window.CommitHistory`, the last ``burrow_intervals`` commits, at most one per
   offsets round), oldest to newest commit.  A consumer that stopped committing decays towards 0:
-  the span is stretched to ``now`` once the newest commit is older than one commit interval
-  (`consume_rate`), so a stopped consumer reads as stopped, not as running at its last rate.
+  the span is stretched to ``now`` once the mirror saw the newest commit more than one commit
+  interval ago (`window_rate`), so a stopped consumer reads as stopped, not as running at its last
+  rate.  Counted from when the mirror *saw* it, not from the commit's own time: a live consumer's
+  newest commit reaches the mirror a micro-batch or more after the broker wrote it, and counting
+  that delay as a pause read a consumer keeping up as slower than its producer (the live test).
 
 The estimate (`estimate`), per partition, at the round's sample time:
 
-* ``caught_up`` -- lag 0 (``seconds`` 0);
-* ``catching_up`` -- consumption faster than production: ``seconds = lag / (consume - produce)``;
+* ``caught_up`` -- lag 0 (``seconds`` 0); or a consumer still committing (its newest commit seen
+  within the window's span: Burrow's "stopped" rule) that was caught up at its newest commit --
+  its lag then, against the log end read before it (Burrow's lag at commit), at most what the
+  partition receives in `CAUGHT_UP_WITHIN_S`: a consumer that keeps up with a live producer
+  trails it by what was written since its last commit, so its lag is rarely 0 and its rates are
+  equal; without this rule it read as ``falling_behind`` (the live test,
+  tests/test_live/test_catch_up_live.py);
+* ``catching_up`` -- consumption faster than production: ``seconds = (lag - consume x age) /
+  (consume - produce)``, ``age`` the newest commit's age at the sample time while the consumer
+  commits (the committed offset trails the consumer by what it read since; 0 once it stopped);
 * ``falling_behind`` -- consumption at or below production, so the lag is not shrinking (a
   stopped consumer on a live topic included; ``seconds`` null);
 * ``unknown`` -- no lag figure, or fewer than two commits or two log-end samples in the window.
@@ -27,9 +38,9 @@ and partitions of deleted topics are left out, as from the group's lag.
 
 What it cannot know: the rates are averages over the window (``burrow_intervals`` rounds, ~100 s
 at the defaults); a consumer that changes speed shows it only as the window moves, and a
-producer's burst after the sample is not in it.  The committed offset trails the consumer's
-position by its commit interval, so the lag is overstated by up to ``consume rate x commit
-interval``.  How the estimate is checked and its error: docs/insights.md ("Time to catch up").
+producer's burst after the sample is not in it.  What the consumer read since its newest commit is
+extrapolated at its window's rate.  How the estimate is checked and its error: docs/insights.md
+("Time to catch up"), tests/test_live/test_catch_up_live.py.
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from streaming.health.window import Span
+
 CAUGHT_UP: Final = "caught_up"
 CATCHING_UP: Final = "catching_up"
 FALLING_BEHIND: Final = "falling_behind"
@@ -46,6 +59,10 @@ UNKNOWN: Final = "unknown"
 #: a partition whose only commit in the window is older than this reads as a stopped consumer
 #: (0 records/s) instead of an unknown rate
 STOPPED_AFTER_MS: Final = 60_000
+#: a consumer whose lag at its newest commit is at most this many seconds of production is caught
+#: up: the records written while it fetched and committed (the log end it is compared with was
+#: read before the commit, so a consumer at the head has a lag at commit of 0 or a few records)
+CAUGHT_UP_WITHIN_S: Final = 1.0
 #: the states, in the order a group takes the worst of (`group_estimate`)
 STATES: Final = (CAUGHT_UP, CATCHING_UP, UNKNOWN, FALLING_BEHIND)
 
@@ -78,12 +95,14 @@ def consume_rate(commits: Sequence[tuple[int, int]], now_ms: int) -> float | Non
     return window_rate(len(commits), commits[0], commits[-1], now_ms)
 
 
-def window_rate(n: int, first: tuple[int, int], last: tuple[int, int], now_ms: int) -> float | None:
+def window_rate(
+    n: int, first: tuple[int, int], last: tuple[int, int], now_ms: int, seen_ms: int | None = None
+) -> float | None:
     """Records/s over a window of ``n`` commits from ``first`` to ``last`` (``(timestamp_ms,
-    offset)``): the offset gained over the time between them -- or, once the newest commit is
-    older than one commit interval, over the time to ``now_ms`` (a consumer that stops committing
-    decays to 0).  None with fewer than two commits or no time between them; never negative (a
-    rewind reads as 0)."""
+    offset)``): the offset gained over the time between them -- or, once the newest commit was
+    seen (``seen_ms``; default its own time) more than one commit interval before ``now_ms``,
+    stretched by the excess (a consumer that stops committing decays to 0).  None with fewer than
+    two commits or no time between them; never negative (a rewind reads as 0)."""
     if n < 2:
         # one commit: no rate yet -- unless it is old enough to call the consumer stopped
         return 0.0 if n == 1 and now_ms - last[0] > STOPPED_AFTER_MS else None
@@ -92,7 +111,8 @@ def window_rate(n: int, first: tuple[int, int], last: tuple[int, int], now_ms: i
     if span <= 0:
         return None
     interval = span / (n - 1)
-    elapsed = max(span, now_ms - t0 - interval)
+    seen = t1 if seen_ms is None else max(seen_ms, t1)
+    elapsed = span + max(0.0, now_ms - seen - interval)
     return max(0.0, (o1 - o0) * 1000.0 / elapsed)
 
 
@@ -168,15 +188,29 @@ def group_estimate(parts: Iterable[CatchUp]) -> CatchUp:
     return CatchUp(worst, None, consume, produce)
 
 
-def partition_estimate(
-    lag: float | None,
-    window: tuple[int, tuple[int, int], tuple[int, int]] | None,
-    ends: Sequence[int],
-    now_ms: int,
-) -> CatchUp:
-    """One partition's estimate from its lag, its window of commits -- ``(n, first, newest)``,
-    each commit ``(timestamp_ms, offset)`` (`CommitHistory.spans`), None: no commit -- and the flat
-    ``(offset, time_ms)`` points of its log end, at ``now_ms`` (the round's sample time)."""
-    consume = None if window is None else window_rate(window[0], window[1], window[2], now_ms)
-    since = window[1][0] if window is not None and window[0] >= 2 else None
-    return estimate(lag, consume, produce_rate(ends, since))
+def partition_estimate(lag: float | None, window: Span | None, ends: Sequence[int], now_ms: int) -> CatchUp:
+    """One partition's estimate from its lag, its window of commits -- ``(n, first, newest, lag at
+    the newest, when the mirror saw the newest)``, each commit ``(timestamp_ms, offset)``
+    (`CommitHistory.spans`), None: no commit -- and the flat ``(offset, time_ms)`` points of its
+    log end, at ``now_ms`` (the round's sample time)."""
+    if window is None:
+        return estimate(lag, None, produce_rate(ends, None))
+    n, first, newest, lag_at_newest, seen = window
+    consume = window_rate(n, first, newest, now_ms, seen)
+    produce = produce_rate(ends, first[0] if n >= 2 else None)
+    got = estimate(lag, consume, produce)
+    committing = n >= 2 and now_ms - max(seen, newest[0]) <= newest[0] - first[0]  # Burrow's "stopped"
+    if not committing:
+        return got
+    if (
+        got.state in (CATCHING_UP, FALLING_BEHIND)
+        and 0 <= lag_at_newest <= (produce or 0.0) * CAUGHT_UP_WITHIN_S
+    ):
+        return CatchUp(CAUGHT_UP, 0.0, consume, produce)
+    if got.state == CATCHING_UP and lag is not None and consume is not None and produce is not None:
+        # the consumer read on since its newest commit: the committed lag overstates what is left
+        # by consume x the commit's age (a commit interval and the mirror's delay; live: 4 s of
+        # a 14 s estimate); what the consumer still has to read, at the net rate
+        ahead = consume * max(0, now_ms - newest[0]) / 1000.0
+        return CatchUp(CATCHING_UP, max(0.0, lag - ahead) / (consume - produce), consume, produce)
+    return got

@@ -468,17 +468,19 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
     _l(
         "coordinator_mirror_group_catch_up_seconds",
         "Seconds until the group's lag is worked off at today's rates: its slowest partition's lag "
-        "/ (consume rate - produce rate); 0 when caught up; absent when it is falling behind or the "
-        "rates are not known yet (coordinator_mirror_group_catch_up_state says which).",
+        "left to read (less what the consumer read since its newest commit) / (consume rate - "
+        "produce rate); 0 when caught up; absent when it is falling behind or the rates are not "
+        "known yet (coordinator_mirror_group_catch_up_state says which).",
         (CLUSTER, GROUP),
         unit="seconds",
         source="streaming.health.catch_up",
     ),
     _l(
         "coordinator_mirror_group_catch_up_state",
-        "1 for the group's catch-up state, 0 for the others: caught_up (no lag), catching_up "
-        "(consuming faster than produced), falling_behind (consuming at or below the produce rate, "
-        "a stopped consumer included), unknown (too few samples).",
+        "1 for the group's catch-up state, 0 for the others: caught_up (no lag, or caught up at "
+        "its newest commit while it commits), catching_up (consuming faster than produced), "
+        "falling_behind (consuming at or below the produce rate, a stopped consumer included), "
+        "unknown (too few samples).",
         (CLUSTER, GROUP, "state"),
         source="streaming.health.catch_up",
     ),

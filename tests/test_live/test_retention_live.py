@@ -11,31 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab.retention import SteadyProducer, commit_and_stop, log_offsets, short_retention_topic
-from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.live_mirror import get, lag_of, live_settings
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 GROUP_IDS = ["ret/stopped ✓", "ret-stopped-2"]
-
-
-def _lag(mirror: Any, group: str) -> dict[str, Any]:
-    """The group's lag, or {} while it is not in the lag tracker yet (404 "pending")."""
-    try:
-        body = get(group_url(mirror, group, "/lag"))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return {}
-        raise
-    assert isinstance(body, dict)
-    return body
 
 
 def test_the_mirror_counts_exactly_what_retention_deleted(
@@ -55,7 +42,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
 
         # before the loss: the margin -- records to the log start, and seconds at today's rates
         def margin_seen() -> Any:
-            parts = _lag(mirror, group).get("partitions") or []
+            parts = lag_of(mirror, group).get("partitions") or []
             seen = [x["retention_margin"] for x in parts if x["retention_margin"] and x["records_lost"] == 0]
             return [m for m in seen if m["records"] > 0 and m["seconds"] is not None]
 
@@ -77,7 +64,7 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
     assert all(n > 0 for n in want.values()), (starts, committed)
 
     def counted() -> Any:
-        body = _lag(mirror, group)
+        body = lag_of(mirror, group)
         got = {x["partition"]: (x["records_lost"], x["log_start_offset"]) for x in body["partitions"]}
         return body if got == {p: (want[p], starts[p]) for p in starts} else None
 
@@ -113,8 +100,8 @@ def test_the_mirror_counts_exactly_what_retention_deleted(
     mirror.stop()
     again = mirrors.start(settings, ready_s=300)
     time.sleep(4)  # a few offsets rounds
-    wait_for("the group's lag after the restart", lambda: _lag(again, group).get("partitions"), 60)
-    body = _lag(again, group)
+    wait_for("the group's lag after the restart", lambda: lag_of(again, group).get("partitions"), 60)
+    body = lag_of(again, group)
     assert {x["partition"]: x["records_lost"] for x in body["partitions"]} == want
     assert body["records_lost"] == sum(want.values())
 

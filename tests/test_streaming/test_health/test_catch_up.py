@@ -79,6 +79,64 @@ def test_produce_rate_over_the_window_from_the_lookup_table() -> None:
     assert produce_rate(points[:2], None) is None
 
 
+def test_the_decay_counts_from_when_the_mirror_saw_the_newest_commit() -> None:
+    """A live consumer's newest commit reaches the mirror a micro-batch or more after the broker
+    wrote it: that delay is no pause (the live test read a consumer keeping up as slower than its
+    producer).  Once the mirror has seen no newer commit for more than an interval, it decays."""
+    first, newest = (0, 0), (4 * S, 40)  # 10 records/s, a commit a second
+    assert window_rate(5, first, newest, 7 * S) == pytest.approx(40 / 6)  # by commit time: 2 s "paused"
+    assert window_rate(5, first, newest, 7 * S, seen_ms=6 * S) == 10.0  # seen a second ago: live
+    assert window_rate(5, first, newest, 17 * S, seen_ms=6 * S) == pytest.approx(40 / 14)  # then decays
+    assert window_rate(5, first, newest, 7 * S, seen_ms=S) == pytest.approx(40 / 6)  # never before its time
+
+
+def _steady_table(rate: int, seconds: int) -> LookupTable:
+    table = LookupTable(60)
+    for k in range(seconds + 1):
+        table.add(1000 + rate * k, k * S)
+    return table
+
+
+@pytest.mark.parametrize(
+    ("lag", "lag_at_newest", "now", "state"),
+    [
+        # keeps up with a live producer: equal rates, a lag of what was written since its commit,
+        # caught up at its commit -- caught up, not falling behind
+        (15.0, 0, 21 * S, CAUGHT_UP),
+        (15.0, 10, 21 * S, CAUGHT_UP),  # within a second of production at its commit
+        (15.0, 11, 21 * S, FALLING_BEHIND),  # more than that: the lag is not shrinking
+        (15.0, -1, 21 * S, FALLING_BEHIND),  # lag at commit unknown (no round before it)
+        # stopped, caught up when it stopped: once its newest commit is older than the window's
+        # span (Burrow's "stopped") the lag it leaves grows -- falling behind
+        (120.0, 0, 32 * S, FALLING_BEHIND),
+    ],
+)
+def test_a_consumer_caught_up_at_its_newest_commit_is_caught_up_while_it_commits(
+    lag: float, lag_at_newest: int, now: int, state: str
+) -> None:
+    table = _steady_table(10, now // S)
+    window = (6, (15 * S, 1150), (20 * S, 1200), lag_at_newest, 20 * S)  # 10 records/s, as produced
+    got = partition_estimate(lag, window, table.points, now)
+    assert got.state == state, got
+    assert got.seconds == (0.0 if state == CAUGHT_UP else None)
+    assert got.produce_rate == pytest.approx(10.0)
+
+
+def test_a_consumer_catching_up_stays_catching_up() -> None:
+    table = _steady_table(10, 40)
+    window = (6, (35 * S, 1000), (40 * S, 1100), 250, 40 * S)  # 20 records/s, far behind at its commit
+    got = partition_estimate(300.0, window, table.points, 40 * S)
+    assert got == CatchUp(CATCHING_UP, pytest.approx(30.0), 20.0, pytest.approx(10.0))
+    # 2 s later, the commit seen 1 s ago: the consumer read 2 s x 20 records/s past its commit
+    table = _steady_table(10, 42)
+    window = (6, (35 * S, 1000), (40 * S, 1100), 250, 41 * S)
+    got = partition_estimate(320.0, window, table.points, 42 * S)
+    assert got == CatchUp(CATCHING_UP, pytest.approx((320 - 40) / 10), 20.0, pytest.approx(10.0))
+    # stopped (seen longer ago than the window's span): no read-ahead assumed, the rate decays
+    got = partition_estimate(320.0, window, table.points, 46_500)
+    assert got.state == CATCHING_UP and got.seconds == pytest.approx(320 / (100 / 9.5 - 10))
+
+
 def test_an_idle_topic_produces_nothing() -> None:
     table = LookupTable(60)
     for k in range(5):
@@ -91,7 +149,7 @@ def test_partition_estimate_reads_window_and_table() -> None:
     table = LookupTable(60)
     for k in range(7):
         table.add(1000 + 10 * k * 10, k * 10 * S)  # 10 records/s
-    window = (4, (30 * S, 400), (60 * S, 1000))  # 20 records/s over 30 s
+    window = (4, (30 * S, 400), (60 * S, 1000), 500, 60 * S)  # 20 records/s over 30 s
     got = partition_estimate(600.0, window, table.points, 60 * S)
     assert got == CatchUp(CATCHING_UP, 60.0, 20.0, 10.0)
     assert partition_estimate(600.0, None, table.points, 60 * S).state == UNKNOWN
