@@ -292,13 +292,15 @@ _AXES = """figs => figs.map(f => {
     out.labels.push(labels.map(([v]) => String(v)));
     if (a.side % 2 === 0) {
       const boxes = labels
-        .map(([v, s]) => { const x = u.valToPos(s, a.scale); return [x - width(v) / 2, x + width(v) / 2, v]; })
+        .map(([v, s]) => [u.valToPos(s, a.scale), width(v) / 2, v])
+        .map(([x, half, v]) => [x - half, x + half, v])
         .sort((p, q) => p[0] - q[0]);
       for (let j = 1; j < boxes.length; j++)
         if (boxes[j][0] < boxes[j - 1][1] + 4) out.overlaps.push([boxes[j - 1][2], boxes[j][2]]);
     } else {
       const widest = Math.max(0, ...labels.map(([v]) => width(v)));
-      if (a.ticks.size + a.gap + widest > a._size) out.cut.push({labels: labels.map(l => l[0]), size: a._size});
+      if (a.ticks.size + a.gap + widest > a._size)
+        out.cut.push({labels: labels.map(l => l[0]), size: a._size});
     }
   });
   return out;
@@ -335,7 +337,7 @@ def test_chart_labels_never_overlap_nor_get_cut(server: MirrorHTTPServer, chromi
             for c in charts:
                 assert c["overlaps"] == [] and c["cut"] == [], c
         by_key = {c["key"]: c for c in charts}
-        time_labels, messages, seconds = by_key["group"]["labels"]
+        _, messages, seconds = by_key["group"]["labels"]
         assert any("min" in s for s in seconds) and any(len(m) >= len("12,000,000") for m in messages)
         rhythm_times = by_key["rhythm"]["labels"][0]
         assert len(rhythm_times) >= 3 and len(set(rhythm_times)) == len(rhythm_times), rhythm_times

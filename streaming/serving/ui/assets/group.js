@@ -92,7 +92,7 @@ function renderHeader(snap, lag, burrow) {
   const rebalancing = since
     ? h("span", { class: "badge WARN", dataset: { since: String(since) } }, `rebalancing for ${fmtDuration((Date.now() - since) / 1000)}`)
     : lastRebalance && lastRebalance.duration_ms !== null
-      ? h("span", {}, `last took ${fmtDuration(lastRebalance.duration_ms / 1000)}, `, timeEl(lastRebalance.stable_ms))
+      ? h("span", {}, `last took ${fmtMs(lastRebalance.duration_ms)}, `, timeEl(lastRebalance.stable_ms))
       : lastRebalance
         ? h("span", {}, "last ended ", timeEl(lastRebalance.stable_ms), " (its start is not in the log)")
         : "—";
@@ -564,6 +564,11 @@ function tick() {
 }
 
 // ---------------------------------------------------------------------------------- share, streams
+/** A wide table in a region that scrolls sideways (focusable, named by its section's heading). */
+function scrolling(headingId, ...table) {
+  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": headingId }, h(...table));
+}
+
 function renderShare(snap) {
   const section = $("share");
   const share = snap.share_state;
@@ -587,7 +592,8 @@ function renderShare(snap) {
   fill(
     $("share-body"),
     dl([["Lag (messages)", fmtInt(share.lag), "share_lag", share.lag]]),
-    h(
+    scrolling(
+      "share-h",
       "table",
       { class: "data", id: "share-rows" },
       h("caption", { class: "visually-hidden" }, "Each share-partition's delivery state"),
@@ -635,7 +641,8 @@ function renderStreams(snap) {
       ["Subtopologies", topology ? topology.subtopologies.join(", ") || "—" : "no topology in the log yet", "subtopologies", topology ? topology.subtopologies : null],
       ["Source topics", topology ? topology.source_topics.join(", ") || "—" : "—", "source_topics", topology ? topology.source_topics : null],
     ]),
-    h(
+    scrolling(
+      "streams-h",
       "table",
       { class: "data", id: "tasks-rows" },
       h("caption", { class: "visually-hidden" }, "Each member's tasks by subtopology"),
