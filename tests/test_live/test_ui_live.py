@@ -85,6 +85,12 @@ def test_the_groups_list_shows_the_live_groups(world: Any) -> None:
         assert page.errors == [] and page.dialogs == []
 
 
+def _open_group(page: Any, mirror: Any, group: str, ready: str) -> None:
+    """The group's page, once ``ready`` (a selector) shows."""
+    page.page.goto(f"{mirror.http.url}/ui/group?id={urllib.parse.quote(group, safe='')}")
+    page.page.wait_for_selector(ready)
+
+
 def _committed(page: Any) -> list[Any]:
     """The group page's committed offsets, partition by partition (the cells' values as JSON)."""
     values: list[str] = page.page.eval_on_selector_all(
@@ -96,8 +102,7 @@ def _committed(page: Any) -> list[Any]:
 def test_a_commit_shows_on_the_open_group_page(world: Any) -> None:
     mirror, group, topic = world["mirror"], world["groups"]["plain"], world["topic"]
     with open_page(world["browser"]) as page:
-        page.page.goto(f"{mirror.http.url}/ui/group?id={urllib.parse.quote(group, safe='')}")
-        page.page.wait_for_selector("#partitions-table td[data-field=committed_offset]")
+        _open_group(page, mirror, group, "#partitions-table td[data-field=committed_offset]")
         lag = get(group_url(mirror, group, "/lag"))
         assert sorted((p["partition"], p["committed_offset"]) for p in lag["partitions"]) == [
             (0, 10),
@@ -172,8 +177,7 @@ def test_a_rebalance_shows_on_the_open_group_page_with_its_phases(world: Any, la
             120,
         )
         with open_page(world["browser"]) as page:
-            page.page.goto(f"{mirror.http.url}/ui/group?id={urllib.parse.quote(group, safe='')}")
-            page.page.wait_for_selector("body[data-loaded]")
+            _open_group(page, mirror, group, "body[data-loaded]")
             before = {r["generation"] for r in _page_timeline(page) if r["type"] == "rebalance_timed"}
             members.append(lab.member(group, [topic], protocol="consumer", name="ui-rb1"))
             lab.wait_stable(group, 2)
@@ -278,8 +282,7 @@ def test_a_share_group_page_shows_its_delivery_state(world: Any, scenarios: dict
         f"{group}'s share state in the mirror", lambda: get(group_url(mirror, group)).get("share_state"), 120
     )
     with open_page(world["browser"]) as page:
-        page.page.goto(f"{mirror.http.url}/ui/group?id={urllib.parse.quote(group, safe='')}")
-        page.page.wait_for_selector("#share-rows tbody tr")
+        _open_group(page, mirror, group, "#share-rows tbody tr")
         assert page.page.is_visible("#share") and not page.page.is_visible("#streams")
 
         def agree() -> bool:
@@ -347,8 +350,7 @@ def test_a_streams_group_page_shows_its_subtopologies_and_tasks(
         120,
     )
     with open_page(world["browser"]) as page:
-        page.page.goto(f"{mirror.http.url}/ui/group?id={urllib.parse.quote(group, safe='')}")
-        page.page.wait_for_selector("#tasks-rows tbody tr")
+        _open_group(page, mirror, group, "#tasks-rows tbody tr")
         assert page.page.is_visible("#streams") and not page.page.is_visible("#share")
 
         def agree() -> bool:
