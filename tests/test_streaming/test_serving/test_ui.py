@@ -2,8 +2,9 @@
 state (ids from both base64 alphabets, with ``/``, unicode and HTML) and lag fed through the real
 tracker and lag history, opened in Debian's Chromium: the groups list shows exactly what
 ``GET /groups`` answers and pages as it does, a group page shows the group, an id holding markup is
-text and runs nothing, the console stays clean, axe-core finds no violation, and the pages are
-refused without credentials when the API requires them.  The same pages against a live mirror on
+text and runs nothing, the console stays clean, axe-core finds no violation, the charts' labels
+neither overlap nor get cut, and the pages are refused without credentials when the API requires
+them.  The same pages against a live mirror on
 the test run's broker: tests/test_streaming/test_app/test_mirror_ui.py."""
 
 from __future__ import annotations
