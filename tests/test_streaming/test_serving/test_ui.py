@@ -5,7 +5,7 @@ tracker and lag history, opened in Debian's Chromium: the groups list shows exac
 text and runs nothing, the console stays clean, axe-core finds no violation, the charts' labels
 neither overlap nor get cut, and the pages are refused without credentials when the API requires
 them.  The same pages against a live mirror on
-the test run's broker: tests/test_streaming/test_app/test_mirror_ui.py."""
+the test run's broker: tests/test_live/test_ui_live.py."""
 
 from __future__ import annotations
 
