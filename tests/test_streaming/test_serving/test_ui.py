@@ -2,9 +2,10 @@
 state (ids from both base64 alphabets, with ``/``, unicode and HTML) and lag fed through the real
 tracker and lag history, opened in Debian's Chromium: the groups list shows exactly what
 ``GET /groups`` answers and pages as it does, a group page shows the group, an id holding markup is
-text and runs nothing, the console stays clean, axe-core finds no violation, and the pages are
-refused without credentials when the API requires them.  The same pages against a live mirror on
-the test run's broker: tests/test_streaming/test_app/test_mirror_ui.py."""
+text and runs nothing, the console stays clean, axe-core finds no violation, the charts' labels
+neither overlap nor get cut, and the pages are refused without credentials when the API requires
+them.  The same pages against a live mirror on
+the test run's broker: tests/test_live/test_ui_live.py."""
 
 from __future__ import annotations
 
@@ -275,4 +276,71 @@ def test_every_chart_spans_its_points_or_the_last_hour(server: MirrorHTTPServer,
                 continue
             assert c["min"] <= min(xs) and c["max"] >= max(xs), c
             assert c["max"] - c["min"] <= max(max(xs) - min(xs), 120) + 1, c
+        assert page.errors == []
+
+
+#: per chart, its axes' labels as uPlot drew them, time labels that run into each other (4 px
+#: apart at least) and value axes narrower than their widest label (measured in the axis's font)
+_AXES = """figs => figs.map(f => {
+  const u = f.chart.plot;
+  const ctx = document.createElement("canvas").getContext("2d");
+  const out = {key: f.dataset.chart, labels: [], overlaps: [], cut: []};
+  u.axes.forEach(a => {
+    if (!a.show || !a._values) return;
+    ctx.font = a.font[0];
+    const width = v => ctx.measureText(String(v)).width / devicePixelRatio;
+    const labels = a._values.map((v, j) => [v, a._splits[j]]).filter(([v]) => v !== null && v !== "");
+    out.labels.push(labels.map(([v]) => String(v)));
+    if (a.side % 2 === 0) {
+      const boxes = labels
+        .map(([v, s]) => [u.valToPos(s, a.scale), width(v) / 2, v])
+        .map(([x, half, v]) => [x - half, x + half, v])
+        .sort((p, q) => p[0] - q[0]);
+      for (let j = 1; j < boxes.length; j++)
+        if (boxes[j][0] < boxes[j - 1][1] + 4) out.overlaps.push([boxes[j - 1][2], boxes[j][2]]);
+    } else {
+      const widest = Math.max(0, ...labels.map(([v]) => width(v)));
+      if (a.ticks.size + a.gap + widest > a._size)
+        out.cut.push({labels: labels.map(l => l[0]), size: a._size});
+    }
+  });
+  return out;
+})"""
+
+#: long labels on purpose: the group chart's seconds axis up to two minutes ("1 min 40 s") and
+#: messages in the millions; the commit-rhythm chart's points 5 s apart for three minutes (time
+#: labels with seconds: uPlot's default spacing ran them into each other)
+_CRAFTED = """() => {
+  const now = Date.now();
+  const hour = Array.from({length: 360}, (_, i) => now - (359 - i) * 10000);
+  const group = document.querySelector("figure.chart[data-chart='group']").chart;
+  group.update(hour, hour.map((_, i) => 12345678 - i * 1000), hour.map((_, i) => 120 - (i % 120)));
+  const rhythm = document.querySelector("figure.chart[data-chart='rhythm']").chart;
+  const times = Array.from({length: 36}, (_, i) => now - (35 - i) * 5000);
+  rhythm.update(times, times.map((_, i) => 0.2 + (i % 7) / 10));
+}"""
+
+
+def test_chart_labels_never_overlap_nor_get_cut(server: MirrorHTTPServer, chromium: Any) -> None:
+    """No two time labels of a chart run into each other, and a value axis is as wide as its widest
+    label ("1 min 40 s" was cut by a fixed 58 px right axis): the charts as the page drew them, then
+    with data chosen for long labels.  The labels are drawn on a canvas: their boxes are measured
+    in the axis's font at the positions uPlot put their ticks."""
+    with open_page(chromium, viewport={"width": 1100, "height": 900}) as page:
+        page.page.goto(f"{server.url}/ui/group?id=team%2Forders")
+        page.page.wait_for_selector("figure.chart[data-chart='group']")
+        page.page.wait_for_selector("figure.chart[data-chart='rhythm']")
+        for crafted in (False, True):
+            if crafted:
+                page.page.evaluate(_CRAFTED)
+            charts = page.page.eval_on_selector_all("figure.chart", _AXES)
+            assert {"group", "rhythm"} <= {c["key"] for c in charts}, charts
+            for c in charts:
+                assert c["overlaps"] == [] and c["cut"] == [], c
+        by_key = {c["key"]: c for c in charts}
+        _, messages, seconds = by_key["group"]["labels"]
+        assert any("min" in s for s in seconds) and any(len(m) >= len("12,000,000") for m in messages)
+        rhythm_times = by_key["rhythm"]["labels"][0]
+        assert len(rhythm_times) >= 3 and len(set(rhythm_times)) == len(rhythm_times), rhythm_times
+        page.screenshot("ui-chart-labels")
         assert page.errors == []

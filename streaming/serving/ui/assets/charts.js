@@ -28,6 +28,38 @@ export function timeRange(u, lo, hi) {
   return lo === hi ? [lo - 60, hi + 60] : [lo, hi];
 }
 
+/** The least room between two time ticks, in px: the widest label ("2026-11-29") and a gap. */
+const TIME_TICK_SPACE = 90;
+
+function pad2(n) {
+  return String(n).padStart(2, "0");
+}
+
+/** Time ticks in 24-hour local time, as precise as their spacing: seconds under a minute apart,
+ * minutes under a day apart, else the date. */
+export function timeLabels(u, splits, axisIdx, foundSpace, foundIncr) {
+  return splits.map((v) => {
+    if (v === null || v === undefined) return null;
+    const d = new Date(v * 1000);
+    const hm = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+    if (foundIncr < 60) return `${hm}:${pad2(d.getSeconds())}`;
+    if (foundIncr < 86400) return hm;
+    return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
+  });
+}
+
+/** A value axis's width: its ticks, the gap and its widest label as drawn (uPlot's documented
+ * "auto size" recipe: measured in the axis's own font; kept from the second sizing cycle on, as
+ * the recipe does, so that sizing converges). */
+export function axisSize(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return axis._size;
+  u.ctx.font = axis.font[0];
+  let widest = 0;
+  for (const v of values || []) if (v !== null) widest = Math.max(widest, u.ctx.measureText(String(v)).width);
+  return Math.max(40, Math.ceil(axis.ticks.size + axis.gap + widest / devicePixelRatio) + 2);
+}
+
 /**
  * One chart: `series` is a list of {label, unit: "messages"|"seconds"|"rate"}; each unit has its
  * own scale (and axis: the first on the left, a second on the right).
@@ -43,12 +75,23 @@ export class Chart {
     this.figure.chart = this; // for the page's tests: the plot's scales as drawn
     parent.append(this.figure);
     const units = [...new Set(series.map((s) => s.unit))];
-    const axes = [{ stroke: "#4a5560", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } }];
+    const axes = [
+      {
+        stroke: "#4a5560",
+        grid: { stroke: "#eaeef2" },
+        ticks: { stroke: "#d0d7de" },
+        // uPlot's default asks 50 px between time ticks, less than its own "4:20:05pm" labels take:
+        // they ran into each other under the commit-rhythm chart
+        space: TIME_TICK_SPACE,
+        values: timeLabels,
+      },
+    ];
     units.forEach((unit, i) => {
       axes.push({
         scale: unit,
         side: i === 0 ? 3 : 1,
-        size: 58,
+        // as wide as its widest label: a fixed 58 px cut "1 min 50 s" on the seconds axis
+        size: axisSize,
         stroke: COLORS[unit],
         grid: { show: i === 0, stroke: "#eaeef2" },
         ticks: { stroke: "#d0d7de" },

@@ -75,7 +75,10 @@ export function h(tag, attrs = {}, ...children) {
     if (value === null || value === undefined || value === false) continue;
     if (name === "class") node.className = value;
     else if (name === "text") node.textContent = String(value);
-    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name === "dataset") {
+      // an undefined entry is no attribute (assigning it would write the text "undefined")
+      for (const [key, v] of Object.entries(value)) if (v !== null && v !== undefined) node.dataset[key] = v;
+    }
     else if (name === "hidden") node.hidden = Boolean(value);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : String(value));

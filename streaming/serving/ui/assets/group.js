@@ -92,7 +92,7 @@ function renderHeader(snap, lag, burrow) {
   const rebalancing = since
     ? h("span", { class: "badge WARN", dataset: { since: String(since) } }, `rebalancing for ${fmtDuration((Date.now() - since) / 1000)}`)
     : lastRebalance && lastRebalance.duration_ms !== null
-      ? h("span", {}, `last took ${fmtDuration(lastRebalance.duration_ms / 1000)}, `, timeEl(lastRebalance.stable_ms))
+      ? h("span", {}, `last took ${fmtMs(lastRebalance.duration_ms)}, `, timeEl(lastRebalance.stable_ms))
       : lastRebalance
         ? h("span", {}, "last ended ", timeEl(lastRebalance.stable_ms), " (its start is not in the log)")
         : "—";
@@ -114,6 +114,7 @@ function renderHeader(snap, lag, burrow) {
       ["State", h("span", {}, fmt(snap.state), snap.state_since_ms ? h("span", { class: "notice" }, ` since ${ago(snap.state_since_ms)}`) : ""), "state", snap.state],
       [modern ? "Epochs" : "Generation", epoch, modern ? "group_epoch" : "generation", modern ? snap.group_epoch : snap.generation],
       ["Rebalance", rebalancing, "rebalance_in_progress_since_ms", since || null],
+      lastRebalance ? ["Last rebalance's phases", phasesEl(Object.entries(lastRebalance.phases_ms || {}).filter(([name]) => name !== "total"), lastRebalance.generation), "rebalance_last", lastRebalance] : null,
       ["Members", fmtInt((snap.members || []).length), "members", (snap.members || []).length],
       !modern && snap.leader ? ["Leader", h("span", { class: "mono" }, snap.leader), "leader", snap.leader] : null,
       ["Consumer status (Burrow)", badge(status), "consumer_status", status],
@@ -337,6 +338,49 @@ function renderMembers(snap, lag) {
 
 // --------------------------------------------------------------------------------------- timeline
 const STOPPED = new Set(["ERR", "STOP", "STALL"]);
+// the Kafka states a rebalance goes through before Stable, as state/timing.py names its phases
+const CLASSIC_PHASES = ["PreparingRebalance", "CompletingRebalance"];
+const MODERN_PHASES = ["Assigning", "Reconciling"];
+
+/** A duration in ms: "340 ms" under a second (rebalances on one broker take tens of ms), else as fmtDuration. */
+function fmtMs(ms) {
+  if (ms === null || ms === undefined) return "—";
+  return Math.abs(ms) < 1000 ? `${Math.round(ms)} ms` : fmtDuration(ms / 1000);
+}
+
+/** The known phases of a timed rebalance, [Kafka state, ms] (state.timing.phases without the total). */
+function rebalancePhases(kind, started, assigned, stable) {
+  const [first, second] = kind === "classic" || kind === "simple" ? CLASSIC_PHASES : MODERN_PHASES;
+  const known = (v) => v !== null && v !== undefined;
+  const out = [];
+  if (known(started) && known(assigned)) out.push([first, assigned - started]);
+  if (known(assigned)) out.push([second, stable - assigned]);
+  return out;
+}
+
+/** A rebalance's phases: a bar whose segments are as long as the phases, and each phase in words. */
+function phasesEl(phases, generation) {
+  if (phases.length === 0) return "no phase in the log";
+  const total = phases.reduce((a, [, ms]) => a + Math.max(ms, 0), 0);
+  return h(
+    "div",
+    { class: "phases", dataset: { generation: JSON.stringify(generation) } },
+    h(
+      "span",
+      { class: "phase-bar", "aria-hidden": "true" },
+      phases.map(([, ms], i) => {
+        const seg = h("span", { class: `phase p${i}` });
+        seg.style.flexGrow = String(total > 0 ? Math.max(ms, 0) / total : 1); // CSSOM: the CSP allows no style attribute
+        return seg;
+      }),
+    ),
+    h(
+      "ul",
+      { class: "phase-list" },
+      phases.map(([name, ms], i) => h("li", { class: `p${i}`, dataset: { phase: name, ms: JSON.stringify(ms) } }, `${name} ${fmtMs(ms)}`)),
+    ),
+  );
+}
 
 function describe(e) {
   const arrow = (a, b) => `${fmt(a)} → ${fmt(b)}`;
@@ -352,11 +396,13 @@ function describe(e) {
     case "rebalance_completed":
       return ["Rebalance completed", `generation/epoch ${arrow(e.before, e.after)}${e.skipped ? `, ${e.skipped} skipped` : ""}`];
     case "rebalance_timed": {
-      const phases = e.started_ms !== null && e.assigned_ms !== null
-        ? ` (${fmtDuration((e.assigned_ms - e.started_ms) / 1000)} to the assignment, ${fmtDuration((e.stable_ms - e.assigned_ms) / 1000)} to stable)`
-        : e.assigned_ms !== null ? ` (${fmtDuration((e.stable_ms - e.assigned_ms) / 1000)} from the assignment to stable; its start is not in the log)` : "";
-      const took = e.duration_ms !== null ? `took ${fmtDuration(e.duration_ms / 1000)}` : "timed";
-      return [`Rebalance ${took}`, `generation/epoch ${e.generation}${phases}; ${e.members} members, ${e.joined_count} joined, ${e.left_count} left`];
+      const took = e.duration_ms !== null ? `took ${fmtMs(e.duration_ms)}` : "timed";
+      const start = e.started_ms === null ? "; its start is not in the log" : "";
+      return [
+        `Rebalance ${took}`,
+        `generation/epoch ${e.generation}; ${e.members} members, ${e.joined_count} joined, ${e.left_count} left${start}`,
+        phasesEl(rebalancePhases(e.kind, e.started_ms, e.assigned_ms, e.stable_ms), e.generation),
+      ];
     }
     case "member_joined":
       return ["Member joined", `${fmt(e.client_id)} @ ${fmt(e.client_host)} (${e.member_id}${e.instance_id ? `, instance ${e.instance_id}` : ""})`];
@@ -423,12 +469,12 @@ function renderTimeline(timeline) {
       "ol",
       { class: "timeline", id: "timeline-events" },
       events.map((e) => {
-        const [what, detail] = describe(e);
+        const [what, detail, extra] = describe(e);
         return h(
           "li",
-          { dataset: { type: e.type, time: JSON.stringify(eventTime(e)), durationMs: e.duration_ms === undefined ? undefined : JSON.stringify(e.duration_ms) } },
+          { dataset: { type: e.type, time: JSON.stringify(eventTime(e)), durationMs: e.duration_ms === undefined ? undefined : JSON.stringify(e.duration_ms), generation: e.generation === undefined ? undefined : JSON.stringify(e.generation) } },
           timeEl(eventTime(e), false),
-          h("div", {}, h("span", { class: "what" }, what), detail ? h("div", { class: "detail" }, detail) : null),
+          h("div", {}, h("span", { class: "what" }, what), detail ? h("div", { class: "detail" }, detail) : null, extra || null),
         );
       }),
     ),
@@ -518,6 +564,11 @@ function tick() {
 }
 
 // ---------------------------------------------------------------------------------- share, streams
+/** A wide table in a region that scrolls sideways (focusable, named by its section's heading). */
+function scrolling(headingId, ...table) {
+  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": headingId }, h(...table));
+}
+
 function renderShare(snap) {
   const section = $("share");
   const share = snap.share_state;
@@ -541,7 +592,8 @@ function renderShare(snap) {
   fill(
     $("share-body"),
     dl([["Lag (messages)", fmtInt(share.lag), "share_lag", share.lag]]),
-    h(
+    scrolling(
+      "share-h",
       "table",
       { class: "data", id: "share-rows" },
       h("caption", { class: "visually-hidden" }, "Each share-partition's delivery state"),
@@ -589,7 +641,8 @@ function renderStreams(snap) {
       ["Subtopologies", topology ? topology.subtopologies.join(", ") || "—" : "no topology in the log yet", "subtopologies", topology ? topology.subtopologies : null],
       ["Source topics", topology ? topology.source_topics.join(", ") || "—" : "—", "source_topics", topology ? topology.source_topics : null],
     ]),
-    h(
+    scrolling(
+      "streams-h",
       "table",
       { class: "data", id: "tasks-rows" },
       h("caption", { class: "visually-hidden" }, "Each member's tasks by subtopology"),
