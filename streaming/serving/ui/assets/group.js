@@ -139,7 +139,8 @@ function catchUpText(c) {
   if (!c) return "not available (the mirror does not estimate it)";
   const words = { caught_up: "caught up", catching_up: "catching up", falling_behind: "falling behind", unknown: "unknown" };
   const parts = [words[c.state] || c.state];
-  if (c.seconds !== null && c.seconds !== undefined) parts.push(`in about ${fmtDuration(c.seconds)}`);
+  // "in about" only while catching up: caught up says 0 s, which reads as a countdown
+  if (c.state === "catching_up" && c.seconds !== null && c.seconds !== undefined) parts.push(`in about ${fmtDuration(c.seconds)}`);
   if (c.consume_rate !== null && c.consume_rate !== undefined) parts.push(`consuming ${fmtInt(Math.round(c.consume_rate))}/s`);
   if (c.produce_rate !== null && c.produce_rate !== undefined) parts.push(`producing ${fmtInt(Math.round(c.produce_rate))}/s`);
   return parts.join(", ");
