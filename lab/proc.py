@@ -15,7 +15,7 @@ import time
 
 #: the ports `free_port` handed out lately in this process: never handed out twice while their
 #: owner may not have bound them yet (the kernel can give a just-closed port to the next bind(0) --
-#: a broker's seven listeners and its KDC are chosen one after another, and bound seconds later)
+#: a secured broker's six listeners and its KDC are chosen one after another, bound seconds later)
 _HANDED: collections.deque[int] = collections.deque(maxlen=256)
 _HANDED_LOCK = threading.Lock()
 
