@@ -316,7 +316,11 @@ _CRAFTED = """() => {
   const group = document.querySelector("figure.chart[data-chart='group']").chart;
   group.update(hour, hour.map((_, i) => 12345678 - i * 1000), hour.map((_, i) => 120 - (i % 120)));
   const rhythm = document.querySelector("figure.chart[data-chart='rhythm']").chart;
-  const times = Array.from({length: 36}, (_, i) => now - (35 - i) * 5000);
+  // ending at half past a minute, at most a minute ago: the 175 s always hold three whole minutes
+  // (ending at any moment, they held two in most minutes, and a run whose chart labelled whole
+  // minutes found two labels)
+  const end = Math.floor((now - 30000) / 60000) * 60000 + 30000;
+  const times = Array.from({length: 36}, (_, i) => end - (35 - i) * 5000);
   rhythm.update(times, times.map((_, i) => 0.2 + (i % 7) / 10));
 }"""
 
