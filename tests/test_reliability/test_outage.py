@@ -64,7 +64,11 @@ def _offsets(base: str, gid: str) -> dict[tuple[str, int], int]:
     return {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
 
 
-def test_sixty_seconds_without_the_broker(spark: Any, mirrors: Any, own_kafka: Any, tmp_path: Path) -> None:
+# ``own_kafka`` before ``mirrors`` in each signature: fixtures end in reverse order, so the mirror
+# stops while its broker still runs (stopped after it, the mirror's stop can wait on the Kafka
+# source's offset reads, which no interrupt ends; a CI run's output stopped right after this
+# module's last test passed, with no sign of what it waited on)
+def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, mirrors: Any, tmp_path: Path) -> None:
     from streaming.settings import load_settings
 
     def settings(name: str) -> Any:
@@ -186,7 +190,7 @@ def _first(samples: list[tuple[float, int, str, float]], status: int, up: float)
 
 
 def test_short_outages_show_within_one_check_interval(
-    mirrors: Any, own_kafka: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    own_kafka: Any, mirrors: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from streaming.settings import load_settings
 
