@@ -55,7 +55,7 @@ setup: venv jars ## what running the mirror and the demo needs: .venv with the p
 	@echo "setup complete: $(PY), jars in $(JARS_DIR)/"
 
 .PHONY: test-tools
-test-tools: test-jars tools chart-tools class-archive ## what only the tests need (make test installs it): the older broker, a client plugin, promtool, a Kerberos KDC, the chart tools, the JVM's class archive
+test-tools: test-jars tools chart-tools class-archive ## what only the tests need (make test installs it): the older broker, a client plugin, promtool, a Kerberos KDC, chromium, the chart tools, the JVM's class archive
 
 .PHONY: venv
 venv: $(VENV_STAMP) ## Python venv at .venv with the package (editable) and dev tools
@@ -155,7 +155,7 @@ $(JARS_DIR)/tools-%/.complete: $(wildcard jvm/tools/src/*.java) $(JARS_DIR)/kafk
 KDC_TOOLS := krb5kdc kdb5_util kadmin.local
 
 .PHONY: tools
-tools: ## Debian's prometheus (promtool) and MIT Kerberos KDC tools (krb5-kdc, krb5-admin-server), if missing
+tools: ## Debian's prometheus (promtool), MIT Kerberos KDC tools (krb5-kdc, krb5-admin-server) and chromium (the web UI's browser tests), if missing
 	@command -v promtool >/dev/null || { \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
@@ -169,6 +169,10 @@ tools: ## Debian's prometheus (promtool) and MIT Kerberos KDC tools (krb5-kdc, k
 	    $$SUDO systemctl disable --now krb5-kdc krb5-admin-server >/dev/null 2>&1 || true; }; \
 	for t in $(KDC_TOOLS); do command -v $$t >/dev/null || { echo "$$t not found after installing krb5-kdc krb5-admin-server" >&2; exit 1; }; done
 	@dpkg-query -W -f '$${Package} $${Version}\n' krb5-kdc krb5-admin-server 2>/dev/null || true
+	@command -v chromium >/dev/null || { \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
 
 # -- Kubernetes: chart and image checks (tests/test_helm) ------------------------------------------
 # Everything lands in .tools/ (git-ignored) from the registries this project reaches: helm and

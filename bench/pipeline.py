@@ -670,7 +670,6 @@ def main() -> int:
         # is visible before the commit markers, then all are -- so one trigger sees them together
         # (commits issued one by one would straddle several triggers).
         burst = args.burst_groups or min(args.groups, 10_000)
-        history_before = len(mirror.progress_history)
         gc_pauses = GcPauses()
         t1 = time.monotonic()
         burst_in_one_transaction(broker.bootstrap, burst, args.topics)
@@ -687,7 +686,7 @@ def main() -> int:
             time.sleep(0.5)
             busy = [
                 p
-                for p in list(mirror.progress_history)[history_before:]
+                for p in mirror.progress_history  # the last 100 batches: never sliced by index
                 if p["input_rows"] > 100 and p["batch_id"] > completed_before
             ]
             if sum(p["input_rows"] for p in busy) >= burst:

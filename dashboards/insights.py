@@ -180,6 +180,78 @@ def _share_panels() -> list[dict[str, Any]]:
     ]
 
 
+def _catch_up_panels() -> list[dict[str, Any]]:
+    """Issue 38: time to catch up, records lost to retention and the margin, epoch bumps by cause."""
+    behind = sel("coordinator_mirror_group_catch_up_state", state="falling_behind")
+    return [
+        row("Time to catch up and retention"),
+        stat(
+            "Groups falling behind",
+            [target(f"count({behind} == 1) or vector(0)")],
+            "Groups consuming at or below the rate their partitions are produced to (a stopped "
+            "consumer with lag included): their lag does not shrink.",
+            w=4,
+        ),
+        ranked(
+            "Catch-up estimate (slowest groups)",
+            f"topk(20, {sel('coordinator_mirror_group_catch_up_seconds')})",
+            "Seconds until the group's lag is worked off at today's rates: its slowest partition's "
+            "lag / (consume rate - produce rate); 0 caught up; falling-behind groups have none.",
+            column="catches up in",
+            unit="s",
+            w=10,
+        ),
+        timeseries(
+            "Consume vs produce rate, the groups with most lag",
+            [
+                target(
+                    f"{sel('coordinator_mirror_group_consume_rate')} and on (cluster_name, group) "
+                    f"topk(5, {sel('kafka_consumergroup_group_sum_lag')})",
+                    "consume {{group}}",
+                ),
+                target(
+                    f"{sel('coordinator_mirror_group_produce_rate')} and on (cluster_name, group) "
+                    f"topk(5, {sel('kafka_consumergroup_group_sum_lag')})",
+                    "produce {{group}}",
+                ),
+            ],
+            "Records per second the group commits past and appended to its partitions, over the "
+            "window of commits: the lag shrinks while consume is above produce.",
+            unit="ops",
+            w=10,
+        ),
+        ranked(
+            "Records lost to retention (last 24h)",
+            f"topk(20, increase({sel('coordinator_mirror_partition_records_lost_total')}[24h]) > 0)",
+            "Records retention deleted before the group read them, per partition.",
+            column="records lost",
+            w=8,
+        ),
+        ranked(
+            "Retention margin (nearest groups)",
+            f"bottomk(20, {sel('coordinator_mirror_group_retention_margin_seconds')})",
+            "Seconds until the log start offset reaches the group's committed offset at today's "
+            "rates (records: coordinator_mirror_group_retention_margin_records).",
+            column="retention reaches it in",
+            unit="s",
+            w=8,
+            desc=False,
+        ),
+        timeseries(
+            "Epoch bumps by cause / min",
+            [
+                target(
+                    f"sum by (cause) (rate({sel('coordinator_mirror_group_epoch_bumps_total')}[{RI}])) * 60",
+                    "{{cause}}",
+                )
+            ],
+            "Generation and target assignment epoch bumps: rebalances, and the bumps that are none -- "
+            "a static member's rejoin (streams, Kafka 4.4), a share group's partitions initialised.",
+            w=8,
+        ),
+    ]
+
+
 def _group_panels() -> list[dict[str, Any]]:
     return [
         row("This group ($group)"),
@@ -212,6 +284,35 @@ def _group_panels() -> list[dict[str, Any]]:
             unit="s",
             w=8,
         ),
+        timeseries(
+            "Catch-up estimate",
+            [target(sel("coordinator_mirror_group_catch_up_seconds", group=G), "seconds")],
+            "Seconds until the group's lag is worked off at today's rates (gaps: falling behind).",
+            unit="s",
+            w=8,
+        ),
+        timeseries(
+            "Consume and produce rate per topic",
+            [
+                target(sel("coordinator_mirror_group_topic_consume_rate", group=G), "consume {{topic}}"),
+                target(sel("coordinator_mirror_group_topic_produce_rate", group=G), "produce {{topic}}"),
+            ],
+            "The group's rates per topic (records/s).",
+            unit="ops",
+            w=8,
+        ),
+        timeseries(
+            "Partitions: catch-up estimate and retention margin",
+            [
+                target(
+                    sel("coordinator_mirror_partition_catch_up_seconds", group=G),
+                    "catch up {{topic}}[{{partition}}]",
+                ),
+                target(sel("coordinator_mirror_group_retention_margin_records", group=G), "margin (records)"),
+            ],
+            "Per partition the catch-up estimate; the group's nearest retention margin in records.",
+            w=8,
+        ),
     ]
 
 
@@ -221,6 +322,7 @@ def insights() -> dict[str, Any]:
         *_commit_panels(),
         *_abandoned_panels(),
         *_share_panels(),
+        *_catch_up_panels(),
         *_group_panels(),
     ]
     group_query = (

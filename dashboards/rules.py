@@ -105,6 +105,12 @@ class Thresholds:
     slow_rebalance_seconds: float = 60.0
     #: SlowRebalance: ... and ended within this window
     slow_rebalance_window: str = "30m"
+    #: RecordsLostToRetention: records deleted before the group read them within this window
+    records_lost_window: str = "15m"
+    #: RetentionMarginLow: retention reaches the group's committed offset in fewer seconds than this ...
+    retention_margin_seconds: float = 3600.0
+    #: RetentionMarginLow: ... sustained this long
+    retention_margin_for: str = "10m"
     #: extra labels on every alert (e.g. team, or a different severity policy)
     extra_labels: dict[str, str] = field(default_factory=dict)
     #: alerts left out of the rendered file (by name)
@@ -313,6 +319,8 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
     status = metric("coordinator_mirror_consumer_partition_status")
     rebalance_duration = metric("coordinator_mirror_group_rebalance_duration_seconds")
     last_rebalance = metric("coordinator_mirror_group_last_rebalance_timestamp_seconds")
+    lost = metric("coordinator_mirror_group_records_lost_total")
+    margin = metric("coordinator_mirror_group_retention_margin_seconds")
     groups = [
         _rule(
             "KafkaConsumerGroupRebalanceStorm",
@@ -403,6 +411,37 @@ def _groups(t: Thresholds | _Tokens) -> list[dict[str, Any]]:
             "Group {{ $labels.group }} on cluster {{ $labels.cluster_name }} is "
             "{{ $value | humanizeDuration }} behind on its worst partition, over its SLO "
             f"(lag_slo_seconds / lag_slo_overrides) for {t.lag_slo_for}.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerRecordsLostToRetention",
+            f"sum by (cluster_name, group) (increase({lost}[{t.records_lost_window}])) > 0\n"
+            f"or\n"
+            f"(sum by (cluster_name, group) ({lost}) > 0\n"
+            f"  unless on (cluster_name, group)\n"
+            f"  sum by (cluster_name, group) ({lost} offset {t.records_lost_window}))",
+            "0m",
+            "critical",
+            "Consumer group {{ $labels.group }} lost records to retention",
+            f"Retention deleted {{{{ $value | humanize }}}} records of group {{{{ $labels.group }}}} on "
+            f"cluster {{{{ $labels.cluster_name }}}} before the group read them (its committed offset "
+            f"was below the partition's log start offset), within the last {t.records_lost_window}. "
+            "They are gone: the group resumes from the log start. "
+            "coordinator_mirror_partition_records_lost_total names the partitions; the mirror's "
+            "records_lost events say which offsets.",
+            t,
+        ),
+        _rule(
+            "KafkaConsumerRetentionMarginLow",
+            f"{margin} < {_num(t.retention_margin_seconds)}",
+            t.retention_margin_for,
+            "warning",
+            "Retention is about to delete records group {{ $labels.group }} has not read",
+            f"At today's rates the log start offset reaches the committed offset of group "
+            f"{{{{ $labels.group }}}} on cluster {{{{ $labels.cluster_name }}}} in "
+            f"{{{{ $value | humanizeDuration }}}} (less than {_num(t.retention_margin_seconds)}s, for "
+            f"{t.retention_margin_for}): its consumers are slower than retention. "
+            "coordinator_mirror_group_retention_margin_records says how many records are left.",
             t,
         ),
         _rule(

@@ -71,6 +71,9 @@ class BrokerSettings:
     #: broker default 10080 (7 days); expiry tests use a dedicated broker with 1
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
+    #: how often the broker deletes segments past a topic's retention (default 300000): seconds,
+    #: so that a test topic with a retention.ms of seconds loses records while the test waits
+    log_retention_check_interval_ms: int = 1000
     #: 0 so that a lone consumer's first rebalance completes at once (broker default 3000)
     group_initial_rebalance_delay_ms: int = 0
     #: lets scenarios crash a member and see the session time out within seconds (default 6000)
@@ -135,6 +138,7 @@ class LocalKafka:
         self.kerberos_port = 0
         self.kdc: Kdc | None = kdc
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_starts: dict[Path, int] = {}  # where the current launch's lines start, per log
         self.cluster_id = ""
         self.pki: Pki | None = None
         self._certs: dict[str, KeyPair] = {}
@@ -212,6 +216,7 @@ class LocalKafka:
             "offsets.topic.num.partitions": str(s.offsets_topic_num_partitions),
             "offsets.retention.minutes": str(s.offsets_retention_minutes),
             "offsets.retention.check.interval.ms": str(s.offsets_retention_check_interval_ms),
+            "log.retention.check.interval.ms": str(s.log_retention_check_interval_ms),
             "group.initial.rebalance.delay.ms": str(s.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(s.group_min_session_timeout_ms),
             "transaction.state.log.replication.factor": "1",
@@ -453,11 +458,12 @@ class LocalKafka:
             except BrokerStartError as exc:
                 last_error = str(exc)
                 self.kill()
-                if "Address already in use" not in self._log_tail():
+                if not self._bind_failed():
                     break
         raise BrokerStartError(last_error)
 
     def _launch(self, server: Path, log4j: Path) -> None:
+        self._log_starts = {path: path.stat().st_size if path.exists() else 0 for path in self._log_paths()}
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self._java("kafka.Kafka", str(server), log4j=log4j, heap=self.settings.heap),
@@ -484,9 +490,34 @@ class LocalKafka:
             raise
         return self
 
+    def _bind_failed(self) -> bool:
+        """Whether this launch's broker could not bind a listener's port (taken since it was
+        chosen): read from the whole of this launch's log -- the bind error is followed by a
+        controlled shutdown of well over 40 lines, so a log tail no longer shows it."""
+        text = self._launch_log()
+        return "Address already in use" in text or "BindException" in text
+
+    def _log_paths(self) -> tuple[Path, Path]:
+        """The JVM's own output, and log4j's file (where the broker's errors go)."""
+        return self.log_path, self.workdir / "server.log"
+
+    def _launch_log(self) -> str:
+        """What this launch wrote to its logs (both files are appended to by every launch)."""
+        text = ""
+        for path in self._log_paths():
+            if path.exists():
+                with open(path, "rb") as f:
+                    f.seek(self._log_starts.get(path, 0))
+                    text += f.read().decode(errors="replace")
+        return text
+
+    def _first_error(self) -> str:
+        """This launch's first ERROR line, which a log tail of its shutdown no longer shows."""
+        return next((line for line in self._launch_log().splitlines() if " ERROR " in line), "")
+
     def _log_tail(self, lines: int = 40) -> str:
         text = ""
-        for path in (self.log_path, self.workdir / "server.log"):
+        for path in self._log_paths():
             if path.exists():
                 text += "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
         return text
@@ -499,7 +530,8 @@ class LocalKafka:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise BrokerStartError(
-                    f"broker exited with {self.process.returncode}; log tail:\n{self._log_tail()}"
+                    f"broker exited with {self.process.returncode}; its first error: "
+                    f"{self._first_error() or '(none logged)'}\nlog tail:\n{self._log_tail()}"
                 )
             try:
                 md = admin.list_topics(timeout=2)

@@ -312,6 +312,8 @@ class QuietStop(threading.Event):
 def _run(args: argparse.Namespace) -> int:
     configure_logging("INFO", args.log_format)
     logging.getLogger().addFilter(RetriedSend())
+    # issue 37: where to look, first (the mirror is up a minute or two later)
+    log.info("the web UI: http://localhost:%d/ui/groups (once the mirror is up)", args.http_port)
     stop = QuietStop()
 
     def _signal(signum: int, _frame: Any) -> None:

@@ -90,6 +90,14 @@ def group_rows(snap: dict[str, Any], now_ms: int, behind_ms: int = 300_000) -> d
     s["coordinator_mirror_group_partitions_behind"] = (
         [((), sum(1 for o in active if (o.get("commit_trails_ms") or 0) > behind_ms))] if offsets else []
     )
+    # issue 38: epoch bumps by cause; classic generations are rebalances only
+    bumps: Samples = [(("rebalance",), counters.get("rebalances", 0))]
+    if modern:
+        bumps += [
+            (("static_rejoin",), counters.get("static_rejoins", 0)),
+            (("share_initialization",), counters.get("share_initializations", 0)),
+        ]
+    s["coordinator_mirror_group_epoch_bumps_total"] = bumps
     abandoned = snap.get("abandoned_topics") or {}
     s["coordinator_mirror_group_abandoned_offsets"] = [
         ((topic,), len(a["partitions"])) for topic, a in sorted(abandoned.items())

@@ -3,6 +3,7 @@ the CPU and memory of a process tree."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import os
@@ -12,12 +13,30 @@ import subprocess
 import threading
 import time
 
+#: the ports `free_port` handed out lately in this process: never handed out twice while their
+#: owner may not have bound them yet (the kernel can give a just-closed port to the next bind(0) --
+#: a secured broker's six listeners and its KDC are chosen one after another, bound seconds later)
+_HANDED: collections.deque[int] = collections.deque(maxlen=256)
+_HANDED_LOCK = threading.Lock()
+
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (it may be taken before it is bound: retry on that)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now and not handed out lately by this process (it may
+    still be taken by another process before it is bound: retry on that)."""
+    with _HANDED_LOCK:
+        held: list[socket.socket] = []
+        try:
+            while True:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(s)  # held until one is chosen: the kernel offers each port once
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+                if port not in _HANDED:
+                    _HANDED.append(port)
+                    return port
+        finally:
+            for s in held:
+                s.close()
 
 
 def set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec

@@ -20,6 +20,7 @@ from state.model import Group
 from state.replay import fold
 from state.snapshot import summary
 from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
+from streaming.health.retention import RetentionWatch
 from streaming.serving.burrow import Burrow
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import MirrorMetrics
@@ -50,7 +51,7 @@ def exporter(
         store if store is not None else SnapshotStore(renderer=RENDERER),
         status if status is not None else MirrorStatus(),
         RunStatus(),
-        lag=LagExporter(lag, burrow, settings),
+        lag=LagExporter(lag, burrow, settings, retention=RetentionWatch(lag)),
         share=ShareStateStore(),
     )
 
@@ -66,25 +67,51 @@ def feed_lag(
     groups: Iterable[Group],
     deleted_topics: Iterable[str] = (),
     denied_topics: Iterable[str] = (),
+    *,
+    moving: bool = False,
 ) -> None:
     """The groups into the lag tracker and Burrow's window, then two rounds of log offsets
     (10 s apart, every end at 2000 then 2100; ``deleted_topics`` missing from the cluster,
     ``denied_topics`` not readable by the mirror's principal) and one evaluation: every lag
-    family gets samples."""
+    family gets samples.  ``moving``: between the rounds each group commits again 5 s after its
+    commits, 200 records on (catching up) -- every other group only 4 on its odd partitions
+    (falling behind, the retention margin closing) -- and the second round's log start passes the
+    first partition's committed offset (records lost to retention): the issue-38 families."""
     lag, burrow = tracker_of(m)
+    groups = list(groups)
+    now_ms = int(time.time() * 1000)
+    if moving:  # commits of 10 and 5 seconds ago: a live consumer's rate
+        groups = [moved(g, 0, now_ms - 10_000, slow=False) for g in groups]
     views = lag.apply_groups((g.group_id, g) for g in groups)
     burrow.history.record(views, lag)
     gone = frozenset(deleted_topics)
     denied = frozenset(denied_topics)
     wanted = sorted(tp for tp in lag.wanted() if tp[0] not in gone | denied)
-    now_ms = int(time.time() * 1000)
     for k, at_ms in enumerate((now_ms - 10_000, now_ms)):
         end = 2000 + 100 * k
         parts = {tp: PartitionEnds(3, end, end) for tp in wanted}
+        if moving and k == 1:
+            views = lag.apply_groups(
+                (g.group_id, moved(g, 200, now_ms - 5000, slow=i % 2 == 1)) for i, g in enumerate(groups)
+            )
+            burrow.history.record(views, lag)
+            first = next((tp for tp in wanted if any(tp in v.offsets for _, v in views if v)), None)
+            if first is not None:
+                parts[first] = PartitionEnds(end - 10, end, end)
         lag.apply_round(
             LogOffsets(at_ms, parts, {}, gone, round_seconds=0.01, requests=4, denied_topics=denied)
         )
     burrow.evaluate_all(now_ms)
+
+
+def moved(g: Group, by: int, at_ms: int, *, slow: bool) -> Group:
+    """``g`` committing again at ``at_ms``: every partition ``by`` records further -- or, ``slow``,
+    the odd ones only 4 (`feed_lag`'s ``moving``)."""
+    out = g.copy()
+    out.offsets = {
+        tp: (e[0] + (4 if slow and tp[1] % 2 else by), *e[1:3], at_ms, *e[4:]) for tp, e in g.offsets.items()
+    }
+    return out
 
 
 def add_progress(m: MirrorMetrics, batch_id: int, input_rows: int, trigger_ms: int, **phases: int) -> None:

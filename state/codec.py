@@ -6,7 +6,11 @@ binary column whose *content* carries its own version.
 
 Framing: ``byte 0`` = format version, the rest = that version's payload.
 
-* **v3** (current) -- v2's row and three more trailing fields (issue 26): the rebalance-timing
+* **v4** (current, issue 38) -- v3's row with the counters of `COUNTERS` (v4 added
+  ``static_rejoins`` and ``share_initializations``: target assignment epoch bumps that are no
+  rebalance, `state.causes`) and one more trailing field, ``bump_flags`` (what happened since the
+  last bump).
+* **v3** -- v2's row and three more trailing fields (issue 26): the rebalance-timing
   tracker (`state.timing.Tracker` as a list, or null), the last timed rebalance (`state.timing.Timing`
   as a list, or null) and the commit-rhythm window, flat ``[dt, dc, ...]``: each point's time back
   from ``last_change_ms`` and commits back from the ``commits`` counter (small numbers: the newest
@@ -26,7 +30,8 @@ Framing: ``byte 0`` = format version, the rest = that version's payload.
 `decode` accepts every version ever written; `encode` always writes the newest.  Migrations:
 v1 -> v2 gives ``last_rebalance_ms = None`` (unknown until the next rebalance) and ``emptied = 0``;
 v2 -> v3 gives no timing tracker (the group's rebalances are timed again once the mirror saw it
-settle), no last timing, an empty commit window.
+settle), no last timing, an empty commit window; v3 -> v4 gives the two new counters 0 and no
+flags (the next bump is classified by what happens from then on).
 """
 
 from __future__ import annotations
@@ -41,10 +46,12 @@ from state.model import COUNTERS, Group, Member, OffsetEntry, TopicPartition, ne
 from state.rhythm import from_points, points
 from state.timing import Timing, Tracker
 
-CURRENT_VERSION: Final = 3
+CURRENT_VERSION: Final = 4
 
 #: the counters a v1 blob holds, positionally (frozen: COUNTERS may grow, v1 blobs do not)
 _V1_COUNTERS: Final = COUNTERS[:15]
+#: the counters v2 and v3 blobs hold (v2 added ``emptied``)
+_V2_COUNTERS: Final = COUNTERS[:16]
 
 
 class StateCodecError(ValueError):
@@ -173,22 +180,34 @@ def _encode_v1(g: Group) -> bytes:
 
 
 def _encode_v2(g: Group) -> bytes:
-    """Kept for the migration tests only: `encode` writes v3."""
-    row = _row_v1(g, COUNTERS)
+    """Kept for the migration tests only: `encode` writes v4."""
+    row = _row_v1(g, _V2_COUNTERS)
     row.append(g.last_rebalance_ms)
     packed: bytes = msgpack.packb(row, use_bin_type=True)
     return b"\x02" + packed
 
 
-def _encode_v3(g: Group) -> bytes:
-    row = _row_v1(g, COUNTERS)
+def _row_v3(g: Group, counter_names: tuple[str, ...]) -> list[Any]:
+    row = _row_v1(g, counter_names)
     row.append(g.last_rebalance_ms)
     row.append(None if g.timing is None else g.timing.to_row())
     row.append(None if g.last_timing is None else list(g.last_timing))
     ref_t, ref_c = g.last_change_ms or 0, g.counters.get("commits", 0)
     row.append([x for t, c in points(g.commit_window) for x in (ref_t - t, ref_c - c)])
-    packed: bytes = msgpack.packb(row, use_bin_type=True)
+    return row
+
+
+def _encode_v3(g: Group) -> bytes:
+    """Kept for the migration tests only: `encode` writes v4."""
+    packed: bytes = msgpack.packb(_row_v3(g, _V2_COUNTERS), use_bin_type=True)
     return b"\x03" + packed
+
+
+def _encode_v4(g: Group) -> bytes:
+    row = _row_v3(g, COUNTERS)
+    row.append(g.bump_flags)
+    packed: bytes = msgpack.packb(row, use_bin_type=True)
+    return b"\x04" + packed
 
 
 def _decode_v1(payload: bytes) -> Group:
@@ -200,7 +219,7 @@ def _decode_v2(payload: bytes) -> Group:
     row = msgpack.unpackb(payload, use_list=True, raw=False, strict_map_key=False)
     if not isinstance(row, list) or len(row) != 31:
         raise ValueError(f"expected a list of 31 fields, got {type(row).__name__} of {len(row)}")
-    g = _group_from_v1_row(row[:30], COUNTERS)
+    g = _group_from_v1_row(row[:30], _V2_COUNTERS)
     g.last_rebalance_ms = row[30]
     return g
 
@@ -209,7 +228,20 @@ def _decode_v3(payload: bytes) -> Group:
     row = msgpack.unpackb(payload, use_list=True, raw=False, strict_map_key=False)
     if not isinstance(row, list) or len(row) != 34:
         raise ValueError(f"expected a list of 34 fields, got {type(row).__name__} of {len(row)}")
-    g = _group_from_v1_row(row[:30], COUNTERS)
+    return _group_from_v3_row(row, _V2_COUNTERS)
+
+
+def _decode_v4(payload: bytes) -> Group:
+    row = msgpack.unpackb(payload, use_list=True, raw=False, strict_map_key=False)
+    if not isinstance(row, list) or len(row) != 35:
+        raise ValueError(f"expected a list of 35 fields, got {type(row).__name__} of {len(row)}")
+    g = _group_from_v3_row(row[:34], COUNTERS)
+    g.bump_flags = int(row[34])
+    return g
+
+
+def _group_from_v3_row(row: list[Any], counter_names: tuple[str, ...]) -> Group:
+    g = _group_from_v1_row(row[:30], counter_names)
     g.last_rebalance_ms = row[30]
     g.timing = None if row[31] is None else Tracker.from_row(row[31])
     g.last_timing = None if row[32] is None else Timing(*row[32])
@@ -348,6 +380,7 @@ _DECODERS: Final[dict[int, Callable[[bytes], Group]]] = {
     1: _decode_v1,
     2: _decode_v2,
     3: _decode_v3,
+    4: _decode_v4,
 }
 
 
@@ -357,7 +390,7 @@ _DECODERS: Final[dict[int, Callable[[bytes], Group]]] = {
 
 def encode(g: Group) -> bytes:
     """The current-version bytes of a group."""
-    return _encode_v3(g)
+    return _encode_v4(g)
 
 
 def decode(blob: bytes | bytearray | memoryview) -> Group:
@@ -377,3 +410,45 @@ def decode(blob: bytes | bytearray | memoryview) -> Group:
 
 def blob_version(blob: bytes) -> int:
     return blob[0]
+
+
+#: the positions of the fields `committed_offsets` reads in a v1+ row (`_row_v1`)
+_KIND, _PROTOCOL_TYPE, _MEMBERS, _OFFSETS = 1, 2, 20, 24
+
+
+def committed_offsets(
+    blob: bytes | bytearray | memoryview,
+) -> tuple[str | None, dict[TopicPartition, tuple[int, int]]]:
+    """The group's display kind (`Group.display_kind`) and committed offsets, ``(topic, partition)
+    -> (offset, commit timestamp ms)``, read from state bytes of any version without decoding the
+    rest (members are skipped, not built): what the driver's offset history reads from every
+    changed group of every micro-batch (`streaming.serving.offset_history`)."""
+    data = bytes(blob)
+    if not data or data[0] == 0:
+        g = decode(data)
+        return g.display_kind, {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    if data[0] not in _DECODERS:
+        raise StateCodecError(f"state blob version {data[0]} is newer than this code (max {CURRENT_VERSION})")
+    try:
+        u = msgpack.Unpacker(raw=False, strict_map_key=False)
+        u.feed(memoryview(data)[1:])
+        u.read_array_header()
+        kind = protocol_type = None
+        members = 0
+        for i in range(_OFFSETS):
+            if i == _KIND:
+                kind = u.unpack()
+            elif i == _PROTOCOL_TYPE:
+                protocol_type = u.unpack()
+            elif i == _MEMBERS:
+                members = u.read_array_header()
+                for _ in range(members):
+                    u.skip()
+            else:
+                u.skip()
+        offsets = _offsets_in(u.unpack())
+    except (ValueError, TypeError, KeyError, msgpack.ExtraData, msgpack.OutOfData) as exc:
+        raise StateCodecError(f"state blob version {data[0]} does not decode: {exc}") from exc
+    # Group.display_kind, from the three fields it reads
+    display = "simple" if kind == "classic" and protocol_type is None and not members else kind
+    return display, {tp: (e[0], e[3]) for tp, e in offsets.items()}

@@ -92,12 +92,17 @@ class StateChanged(Event):
 
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted(Event):
-    """A classic generation bump (K=2) or a modern target-assignment epoch bump (K=6/12/20)."""
+    """A classic generation bump (K=2) or a modern target-assignment epoch bump (K=6/12/20).
+
+    ``cause`` (issue 38, `state.causes`): "rebalance", or a modern bump that is none --
+    "static_rejoin" (a static member came back and took its assignment again), "share_initialization"
+    (a share group's partitions were initialised)."""
 
     before: int | None = None
     after: int | None = None
     #: generations/epochs that never reached the log (failed or superseded rebalances)
     skipped: int = 0
+    cause: str = "rebalance"
     TYPE: ClassVar[str] = "rebalance_completed"
 
 

@@ -93,6 +93,9 @@ COUNTERS: Final = (
     "anomalies",  # records Kafka's own replay would reject (kept going, counted)
     # codec v2:
     "emptied",  # times the group became Empty from a state with members (its last member left)
+    # codec v4 (issue 38): target assignment epoch bumps that are no rebalance (`state.causes`)
+    "static_rejoins",  # a static member came back and took its assignment again
+    "share_initializations",  # a share group's partitions were initialised
 )
 MAX_KEPT_ERRORS: Final = 20
 
@@ -188,6 +191,7 @@ class Group:
 
     __slots__ = (
         "assignment_epoch",
+        "bump_flags",
         "commit_window",
         "counters",
         "created_ms",
@@ -271,6 +275,9 @@ class Group:
         self.last_timing: Any = None  # state.timing.Timing of the last timed rebalance
         # (log time ms, commits counter) points, oldest first, packed (`state.rhythm.Window`)
         self.commit_window: bytes = b""
+        # codec v4 (issue 38): what happened since the last target assignment epoch bump, the
+        # bits of `state.causes` (members joined, left, replaced; metadata; share initialisation)
+        self.bump_flags: int = 0
 
     # ------------------------------------------------------------------------------ derived
     def reset_kind_fields(self) -> None:

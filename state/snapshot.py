@@ -81,7 +81,8 @@ def summary(
     config: OffsetConfig = DEFAULT_CONFIG,
     deadlines: Mapping[TopicPartition, int | None] | None = None,
 ) -> dict[str, Any]:
-    """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last change.
+    """``GET /groups`` row: id, kind, state, generation or epoch, member count, offset count, last
+    change, last rebalance.
 
     ``deadlines``: the group's `all_deadlines` if the caller has them (a 50-offset group spends
     most of its fold evaluating expiry conditions otherwise)."""
@@ -95,6 +96,7 @@ def summary(
         "members": len(g.members),
         "offsets": len(g.offsets),
         "last_change_ms": g.last_change_ms,
+        "last_rebalance_ms": g.last_rebalance_ms,
         "next_deadline_ms": next_deadline_ms(g, config, deadlines),
     }
 

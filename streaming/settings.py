@@ -9,6 +9,7 @@ chart's values use; an invalid setting fails at start with its name.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -268,6 +269,50 @@ class Settings(BaseSettings):
         "topic exists) and export share-partition delivery state and lag (source=kafka only)",
     )
 
+    # -- issue 38: offsets as of a moment (docs/insights.md) --------------------------------------
+    offset_history_enabled: bool = Field(
+        True,
+        description="keep every group's committed offsets over time on the driver, for GET "
+        "/groups/{id}/offsets?at= and its reset plan (memory: docs/insights.md)",
+    )
+    offset_history_horizon_s: float = Field(
+        86400.0,
+        gt=0,
+        description="how far back the offset history answers (seconds); older points are dropped "
+        "but each partition's newest",
+    )
+    offset_history_tiers: list[list[float]] = Field(
+        default_factory=lambda: [[600.0, 0.0], [7200.0, 300.0], [86400.0, 1800.0]],
+        description="the offset history's thinning as age_s:step_s pairs, youngest first (or JSON "
+        "[[age_s, step_s], ...]): up to each age one point per step and partition (0: every point, "
+        "i.e. one per micro-batch); beyond the last age the last step",
+    )
+    offset_history_path: Path | None = Field(
+        None,
+        description="local directory the offset history (and the records-lost counts) persist to; "
+        "default <checkpoint_location>/offset-history for a local checkpoint -- a checkpoint on an "
+        "object store keeps the history in memory only unless this is set",
+    )
+    # -- the web UI (issue 37): docs/ui.md ------------------------------------------------------
+    http_ui: bool = Field(
+        True,
+        description="serve the web UI (/ui/groups, /ui/group) on the HTTP port, with the API's TLS and "
+        "authentication; off: its pages answer 404 (the JSON API is unchanged)",
+    )
+    lag_history_minutes: int = Field(
+        60,
+        ge=0,
+        le=1440,
+        description="minutes of lag history kept per group and partition for GET /groups/{id}/history "
+        "and the UI's charts: every lag round for the newest 10 minutes, one point a minute before "
+        "(driver memory: docs/ui.md); 0 keeps only the newest round",
+    )
+    grafana_url: str | None = Field(
+        None,
+        description="base URL of the Grafana that holds the mirror's dashboards (e.g. "
+        "https://grafana.example.com): the UI links each group to them; unset: no links",
+    )
+
     topic_wait_interval_s: float = Field(
         10.0,
         gt=0,
@@ -345,6 +390,30 @@ class Settings(BaseSettings):
                 raise ValueError(f"options the mirror sets itself cannot be overridden: {bad}")
         return value
 
+    @field_validator("offset_history_tiers", mode="before")
+    @classmethod
+    def _tiers_text(cls, value: Any) -> Any:
+        """JSON (``[[600, 0], [7200, 300]]``), or ``age:step`` items (a flag given once per tier,
+        or ``600:0,7200:300``)."""
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [x for x in text.split(",") if x.strip()]
+        if isinstance(value, list):
+            value = [x.split(":", 1) if isinstance(x, str) and ":" in x else x for x in value]
+        return value
+
+    @field_validator("offset_history_tiers")
+    @classmethod
+    def _tiers(cls, value: list[list[float]]) -> list[list[float]]:
+        if not value or any(len(x) != 2 for x in value):
+            raise ValueError("one or more [age_s, step_s] pairs")
+        for (a0, s0), (a1, s1) in itertools.pairwise(value):
+            if a1 <= a0 or s1 < s0:
+                raise ValueError(f"ages must grow and steps not shrink: {[a0, s0]} then {[a1, s1]}")
+        if any(a <= 0 or s < 0 for a, s in value):
+            raise ValueError("ages must be > 0 and steps >= 0 (seconds)")
+        return value
+
     @field_validator("metrics_group_regex", "group_allow_regex", "group_deny_regex")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
@@ -353,6 +422,18 @@ class Settings(BaseSettings):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("grafana_url")
+    @classmethod
+    def _grafana_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(
+                "an http:// or https:// URL without query or fragment, e.g. https://grafana.example.com"
+            )
         return value
 
     @field_validator("clusters", mode="before")
@@ -505,6 +586,16 @@ class Settings(BaseSettings):
     def group_filter(self) -> tuple[str | None, str | None]:
         """(allow, deny) regexes of the group filter, for the prepare step."""
         return self.group_allow_regex, self.group_deny_regex
+
+    def offset_history_dir(self) -> Path | None:
+        """Where the offset history persists: ``offset_history_path``, else next to a local
+        checkpoint (a path, or ``file:``), else nowhere (None: kept in memory only)."""
+        if self.offset_history_path is not None:
+            return self.offset_history_path
+        loc = self.checkpoint_location
+        if "://" in loc and not loc.startswith("file:"):
+            return None
+        return Path(loc.removeprefix("file://").removeprefix("file:")) / "offset-history"
 
     def lag_slo(self, group_id: str) -> float:
         return self.lag_slo_overrides.get(group_id, self.lag_slo_seconds)

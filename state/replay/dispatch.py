@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from decoders.records import DecodeError, Record, UnknownRecord
-from state import timing
+from state import causes, timing
 from state.config import DEFAULT_CONFIG, OffsetConfig
 from state.expiry import check_pending
 from state.model import Group
@@ -125,6 +125,7 @@ def apply_record(
         # rebalance timing follows the group records (offset commits never move a rebalance)
         timed = fn is not None and rec.record_type not in _COMMIT_TYPES
         prior = timing.before(g) if timed else None
+        bumps = causes.before(g) if timed else None
         n_events = len(ctx.events)
         if fn is None:
             g.counters["unknown_records"] += 1
@@ -135,6 +136,8 @@ def apply_record(
         else:
             out = fn(g, rec, ctx)
             if timed:
+                assert bumps is not None
+                causes.note(out, bumps, rec.record_type, ctx.events[n_events:])
                 made = timing.after_record(out, prior, rec, ctx.events[n_events:], src)
                 if made is not None:
                     ctx.events.append(made)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from decoders.records import Record, TaskIds, TopicIdPartitions
+from state import causes
 from state import events as ev
 from state.model import (
     ASSIGNING,
@@ -150,9 +151,16 @@ def _target_metadata(kind: str) -> Callable[[Group, Record[Any, Any], FoldContex
         new = v.assignment_epoch
         if old is None or old < 0 or new > old:
             skipped = 0 if old is None or old < 0 else max(0, new - old - 1)
-            g.counters["rebalances"] += 1
+            # issue 38: a bump without a rebalance (a static member's rejoin, share-partitions
+            # initialised) is counted apart (`state.causes`); a first epoch is a rebalance
+            why = causes.REBALANCE if old is None or old < 0 else causes.cause(g.bump_flags)
+            g.bump_flags = 0
+            if why == causes.REBALANCE:
+                g.counters["rebalances"] += 1
+                g.last_rebalance_ms = t
+            else:
+                g.counters[causes.COUNTER[why]] += 1
             g.counters["skipped_generations"] += skipped
-            g.last_rebalance_ms = t
             ctx.events.append(
                 ev.RebalanceCompleted(
                     g.group_id,
@@ -162,6 +170,7 @@ def _target_metadata(kind: str) -> Callable[[Group, Record[Any, Any], FoldContex
                     before=None if old is None or old < 0 else old,
                     after=new,
                     skipped=skipped,
+                    cause=why,
                 )
             )
         g.assignment_epoch = new

@@ -11,6 +11,7 @@ checkpoint      claim, cluster binding, drift (`drift.py`)          --
 outputs         the output topics checked (created when missing)    --
 offsets         the lag loop: log offsets, lag, Burrow              mirror-offsets
 progress        the query's progress: readiness, batch history      mirror-progress
+offset-history  committed offsets over time (issue 38), if enabled  mirror-offset-history
 query           the streaming query: first start, drain at stop     Spark's
 wake            a micro-batch when an expiry deadline is due        mirror-wake
 share-state     the ``__share_group_state`` query, supervised       mirror-share-state
@@ -24,6 +25,7 @@ the client.  Adding a part is a line in `ClusterMirror.__init__`'s list and its 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +44,8 @@ from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm
 from streaming.cluster.offsets import OffsetReader
 from streaming.health.lag import LagTracker
+from streaming.health.lag_history import LagHistory
+from streaming.health.retention import RECORDS_LOST, RetentionWatch
 from streaming.lifecycle import Part, PartGroup, Step, Worker
 from streaming.pipeline.prepare import GroupFilter
 from streaming.pipeline.progress import ProgressFollower
@@ -49,11 +53,14 @@ from streaming.pipeline.query import MirrorQuery, stop_between_batches
 from streaming.pipeline.recovery import SparkCheckpointFiles, has_planned_batch
 from streaming.pipeline.session import ClusterSession, SessionPart
 from streaming.pipeline.share_state import ShareStateQuery, share_view_of, wanted_by
+from streaming.pipeline.sinks import HEALTH_EVENTS
 from streaming.serving.api import ClusterView
 from streaming.serving.burrow import Burrow, lag_route
 from streaming.serving.lag_metrics import LagExporter
 from streaming.serving.metrics import MirrorMetrics
+from streaming.serving.offset_history import OffsetHistory
 from streaming.serving.render import snapshot_renderer
+from streaming.serving.reset_plan import needs_command_config, offsets_route
 from streaming.serving.run_status import RunStatus
 from streaming.serving.share import ShareStateStore
 from streaming.serving.status import MirrorStatus
@@ -189,7 +196,8 @@ class QueryPart:
             c.store,
             c.status,
             c.offset_config,
-            on_batch=[c.lag_loop.on_batch, c.wake.on_batch],
+            on_batch=[c.lag_loop.on_batch, c.wake.on_batch]
+            + ([c.offset_history.on_batch] if c.offset_history is not None else []),
             on_sink=c.events.attach,
             on_observed=c.run_status.add_observed,
             pool=getattr(self.session, "pool", None),
@@ -335,8 +343,19 @@ class ClusterMirror:
         # lag and consumer health: fed by the sink (groups) and the lag loop (log offsets)
         self.lag = LagTracker(s.lag_isolation, s.lag_lookup_points)
         self.burrow = Burrow(self.lag, s.cluster_name, s.burrow_intervals, s.burrow_min_distance_s)
-        self.lag_exporter = LagExporter(self.lag, self.burrow, s)
+        # issue 38: records lost to retention (a lag round's listener), offsets as of a moment
+        self.retention = RetentionWatch(self.lag)
+        self.retention.emit = self._retention_events
+        self.lag_exporter = LagExporter(self.lag, self.burrow, s, retention=self.retention)
+        # issue 37: each group's lag over the last hour, after every round (the lag loop's thread,
+        # paced as Burrow's evaluation is; `pause` waits in that loop, ended by its stop)
+        self.lag_history = LagHistory(self.lag, s.lag_history_minutes, s.lag_interval_s, pause=self._pause)
         self.share_store = ShareStateStore()
+        self.offset_history = OffsetHistory.from_settings(
+            s, states=self.store.states, topic_names=lambda: self.lag.topic_names, retention=self.retention
+        )
+        if self.offset_history is not None:
+            self.share_store.listeners.append(self.offset_history.on_share_state)
         self.metrics = MirrorMetrics(
             s, self.offset_config, self.store, self.status, self.run_status, lag=self.lag_exporter,
             share=self.share_store,
@@ -418,6 +437,12 @@ class ClusterMirror:
             Step("lag-reader", self._open_reader),
             self.lag_loop,
             self.progress,
+            # loaded before the first batch; stopped after the query's last one (its final snapshot)
+            *(
+                [Step("offset-history", self.offset_history.start, self.offset_history.stop)]
+                if self.offset_history is not None
+                else []
+            ),
             self.query,
             self.wake,
             *([self.share_state] if self.share_state is not None else []),
@@ -427,6 +452,8 @@ class ClusterMirror:
             for part in parts:
                 if isinstance(part, Worker):
                     part.thread_name = f"{part.thread_name}-{s.cluster_name}"
+            if self.offset_history is not None:
+                self.offset_history.thread_name = f"{self.offset_history.thread_name}-{s.cluster_name}"
         return PartGroup(f"cluster {s.cluster_name}", parts)
 
     # -- wiring made at start (what needs the client or the session) ---------------------------
@@ -477,11 +504,22 @@ class ClusterMirror:
             self.reconciler = Reconciler(self._client(), self.store, self.status, self.events, now_ms)
         return self.reconciler.round()
 
+    def _pause(self, busy_s: float) -> None:
+        # the lag loop of the parts now built (`rebuild` makes a new one): its stop ends the wait
+        self.lag_loop.sleep(busy_s)
+
     # -- what the API asks of a cluster ----------------------------------------------------------
     def view(self) -> ClusterView:
         """What the HTTP API reads of this cluster."""
         return ClusterView(
-            self.store, self.status, self.lag_route, lambda: self.lag.topic_names, self.share_view()
+            self.store,
+            self.status,
+            self.lag_route,
+            lambda: self.lag.topic_names,
+            self.share_view(),
+            offsets_at=self.offsets_at if self.offset_history is not None else None,
+            history=self.lag_history,
+            statuses=lambda: self.burrow.watcher.groups,
         )
 
     def share_view(self) -> Callable[[str], dict[str, Any] | None] | None:
@@ -502,7 +540,33 @@ class ClusterMirror:
             now_ms(),
             filtered=lambda gid: bool(keep) and not keep.keeps(gid),
             mirrored=mirrored,
+            retention=self.retention,
+            share=self.share_store,
         )
+
+    def offsets_at(self, group_id: str, at: str | None) -> tuple[int, Any]:
+        """``GET /groups/{id}/offsets?at=`` (issue 38, `streaming.serving.reset_plan`)."""
+        r = self.lag.round
+        return offsets_route(
+            self.offset_history,
+            group_id,
+            at,
+            now_ms(),
+            bootstrap=self.settings.bootstrap_servers,
+            command_config=needs_command_config(self.settings.kafka_options),
+            log_starts=lambda: (
+                {}
+                if r is None
+                else {tp: e.earliest for tp, e in r.partitions.items() if e.earliest is not None}
+            ),
+        )
+
+    def _retention_events(self, events: list[dict[str, Any]], at_ms: int) -> None:
+        """Records lost to retention (issue 38): counted, logged, written as driver events."""
+        self.status.add_tallies({("event", RECORDS_LOST): len(events)})
+        for e in events:
+            log.warning("records lost to retention: %s", json.dumps(e, ensure_ascii=False))
+        self.events.write(events, at_ms, HEALTH_EVENTS)
 
     @property
     def offset_reader(self) -> OffsetReader | None:

@@ -47,6 +47,7 @@ from streaming.serving.metrics import (
     to_openmetrics,
 )
 from streaming.serving.text_format import merge_expositions
+from streaming.serving.ui import UiContext
 from streaming.settings import Settings
 
 if TYPE_CHECKING:
@@ -110,6 +111,8 @@ class HttpPart:
         if self.server is None:
             self.server = self.make().start()
             log.info("HTTP API at %s", self.server.url)
+            if self.server.ui_enabled:
+                log.info("web UI at %s/ui/groups", self.server.url)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -197,6 +200,7 @@ class Mirror:
             metrics=self.metrics_exposition,
             health=self.health,
             clusters={x.settings.cluster_name: x.view() for x in self.clusters},
+            ui=UiContext.from_settings(s),
             openmetrics=self.openmetrics_exposition if s.http_openmetrics else None,
             credentials=credentials_from(s.http_auth_token_file, s.http_basic_auth_file),
             open_probes=s.http_open_probes,

@@ -28,6 +28,10 @@ Commit = tuple[int, int, int | None, int]
 #: evaluating every changed group after each offsets round is the driver's largest lag cost
 #: (docs/monitoring.md), and building a tuple per commit first cost as much as the rules themselves.
 Window = Sequence[int]
+#: a partition's window as time to catch up reads it (`CommitHistory.spans`): ``(commits, (oldest
+#: time, offset), (newest time, offset), the newest commit's lag at commit or -1, when the mirror
+#: observed the newest commit)``
+Span = tuple[int, tuple[int, int], tuple[int, int], int, int]
 #: the fields of one commit in a `Window`
 STRIDE: Final = 4
 OFFSET, TIMESTAMP, LAG, OBSERVED = 0, 1, 2, 3
@@ -186,6 +190,25 @@ class CommitHistory:
         (the offsets thread evaluates between two of its own `record` calls)."""
         with self._lock:
             return self._groups.get(group_id)
+
+    def spans(self, group_id: str) -> dict[tuple[str, int], Span]:
+        """Per partition of the group's window its `Span`: what `streaming.health.catch_up` reads,
+        without copying the window (a scrape reads every group's)."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None:
+                return {}
+            return {
+                tp: (
+                    len(a) // STRIDE,
+                    (a[TIMESTAMP], a[OFFSET]),
+                    (a[-STRIDE + TIMESTAMP], a[-STRIDE + OFFSET]),
+                    a[-STRIDE + LAG],
+                    a[-STRIDE + OBSERVED],
+                )
+                for tp, a in g.items()
+                if a
+            }
 
     def groups(self) -> list[str]:
         with self._lock:

@@ -247,10 +247,24 @@ def stop_quietly(query: StreamingQuery, spark: SparkSession, *, restore: bool) -
     py4j_log.setLevel(logging.CRITICAL + 1)
     try:
         query.stop()
+    except Exception as exc:  # py4j's error, or PySpark's UnknownException around it
+        if "java.util.concurrent.TimeoutException" not in str(exc):
+            raise
+        # `spark.sql.streaming.stopTimeout` passed: the stream thread is stuck where no interrupt
+        # reaches it; the query is marked stopped and the stop goes on without it
+        log.warning(
+            "the streaming query %s did not stop within %s; stopping without it",
+            query.name,
+            _stop_timeout(spark),
+        )
     finally:
         if restore:
             configurator.setRootLevel(before)
             py4j_log.setLevel(py4j_before)
+
+
+def _stop_timeout(spark: SparkSession) -> str:
+    return str(spark.conf.get("spark.sql.streaming.stopTimeout", "0"))
 
 
 def stop_between_batches(

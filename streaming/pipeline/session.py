@@ -57,6 +57,11 @@ BASE_CONF: dict[str, str] = {
     # Adaptive query execution does not apply to streaming queries (Spark disables it for them,
     # with a warning at every start).
     "spark.sql.adaptive.enabled": "false",
+    # ``query.stop()`` waits this long for the stream thread, then gives up on it (Spark's default,
+    # 0, waits for ever): a thread held in a call no interrupt reaches -- a Python sink's socket
+    # read, a Kafka consumer call under `UninterruptibleThread` while the cluster is away -- must not
+    # hold a stopping mirror until the pod is killed (`query.stop_quietly` says so in the log)
+    "spark.sql.streaming.stopTimeout": "60s",
 }
 
 #: log4j2 configurations of the driver JVM, one per `log_format` (files next to this module): the

@@ -39,6 +39,7 @@ from decoders.records import DecodeError, Record, Source, UnknownRecord
 from state import share
 from streaming.health.lag import LagTracker
 from streaming.pipeline.query import in_pool, stop_between_batches
+from streaming.pipeline.sinks import InterruptibleSink
 from streaming.pipeline.source import kafka_options
 from streaming.serving.share import ShareStateStore, share_view
 from streaming.serving.store import SnapshotStore
@@ -147,7 +148,7 @@ def fold_share(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], gstate: Any
 
 
 # ----------------------------------------------------------------------------------------- driver
-class ShareSink:
+class ShareSink(InterruptibleSink):
     """``foreachBatch``: states into the `ShareStateStore`, undecodable records into it and into
     ``GET /errors`` (the main store's list, with ``topic`` set) -- counted once per batch id."""
 
@@ -155,7 +156,7 @@ class ShareSink:
         self.store = store
         self.errors_to = errors_to
 
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         rows = df.collect()
         states: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         counts = {"ok": 0, "error": 0, "unknown": 0}

@@ -19,6 +19,7 @@ same rows):
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import time
@@ -72,6 +73,26 @@ def interruption_line(exc: BaseException) -> str | None:
     if not any(name in head for name in _INTERRUPTIONS):
         return None
     return "py4j.protocol.Py4JJavaError: " + head
+
+
+class InterruptibleSink(abc.ABC):
+    """A ``foreachBatch`` function whose batch, interrupted by ``query.stop()``, fails with
+    `interruption_line`'s one line -- Spark's graceful stop -- rather than py4j's whole text: every
+    query's sink must, or a stop during its batch prints a StackOverflowError (the share-state
+    query's sink did not, and a SIGTERM during one of its batches printed 1,000 lines)."""
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._batch(df, batch_id)
+        except Exception as exc:
+            line = interruption_line(exc)
+            if line is None:
+                raise
+            raise BatchInterruptedError(line) from None
+
+    @abc.abstractmethod
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
+        """The sink's own work on one micro-batch."""
 
 
 #: file name prefixes of the driver's own events (`MirrorSink.write_driver_events`)
@@ -162,7 +183,7 @@ OBSERVATION: Final = "decode"
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
 
 
-class MirrorSink:
+class MirrorSink(InterruptibleSink):
     def __init__(
         self,
         settings: Settings,
@@ -190,15 +211,6 @@ class MirrorSink:
             if topic:
                 self.markers[name] = BatchMarker(spark, settings.checkpoint_location, name)
         self.on_batch: list[Callable[[int, list[Any]], None]] = []
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            self._batch(df, batch_id)
-        except Exception as exc:
-            line = interruption_line(exc)
-            if line is None:
-                raise
-            raise BatchInterruptedError(line) from None
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()

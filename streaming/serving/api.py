@@ -10,6 +10,9 @@
     GET /openapi.yaml      this API described in OpenAPI 3 (`streaming/serving/openapi.yaml`)
     GET /groups/{id}/lag   lag per partition (messages, seconds, owner) and the sample time
     GET /groups/{id}/timeline  the group's newest change events, newest first
+    GET /groups/{id}/offsets?at=<time>  committed offsets as of a moment and the reset plan (issue 38)
+    GET /groups/{id}/history   the group's lag over the last hour, per group and partition (issue 37)
+    GET /ui/groups, /ui/group  the web UI's pages (issue 37, `streaming.serving.ui`); /ui/config, /ui/assets
     GET /v3/kafka/...      Burrow's cluster, topic and consumer paths (`streaming.serving.burrow`)
     GET /burrow/admin      Burrow's liveness ("GOOD"); /burrow/admin/ready its readiness ("READY")
 
@@ -39,7 +42,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
@@ -50,10 +53,15 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from streaming.serving.group_index import BadParameterError, GroupsQuery, Joined, answer
 from streaming.serving.insights import with_commit_rate
 from streaming.serving.render import resolve_topic_ids
 from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
+from streaming.serving.ui import UI_HEADERS, Asset, UiContext
+
+if TYPE_CHECKING:
+    from streaming.health.lag_history import LagHistory
 
 log = logging.getLogger("coordinator_mirror.http")
 
@@ -197,6 +205,13 @@ class ClusterView:
     topic_names: Callable[[], Mapping[str, str]] | None = None
     #: a share group's delivery state (`streaming.serving.share.share_view`), None: not read
     share_state: Callable[[str], dict[str, Any] | None] | None = None
+    #: ``GET /groups/{id}/offsets?at=`` (see `OffsetsAt`); None: the offset history is off
+    offsets_at: OffsetsAt | None = None
+    #: each group's lag over the last hour (``/groups/{id}/history``, the lag columns of
+    #: ``GET /groups``: issue 37), None: not kept
+    history: LagHistory | None = None
+    #: group id -> Burrow's latest status code (`streaming.health.rules.STATUS_NAMES`)
+    statuses: Callable[[], Mapping[str, int]] | None = None
 
 
 @dataclass
@@ -208,6 +223,8 @@ class ApiContext:
     metrics: Callable[[], tuple[bytes, str]] | None = None
     health: Callable[[], tuple[bool, dict[str, Any]]] = field(default=lambda: (True, {}))
     openmetrics: Callable[[], tuple[bytes, str]] | None = None
+    #: the web UI's pages and settings (issue 37); None: not served
+    ui: UiContext | None = None
 
     @property
     def single(self) -> bool:
@@ -301,15 +318,27 @@ def _holding(request: Request, group_id: str) -> tuple[str, ClusterView] | Respo
 
 
 def _groups(request: Request) -> Response:
+    """Every group of the selected clusters, or a page of those matching the filters
+    (`streaming.serving.group_index`)."""
     selected, error = _selected(request)
     if error is not None:
         return error
-    rows = [{**r, "cluster": name} for name, view in selected for r in view.store.summaries()]
-    for name in ("kind", "state"):
-        wanted = set(request.query_params.getlist(name))
-        if wanted:
-            rows = [r for r in rows if r.get(name) in wanted]
-    return _json(request, 200, {"groups": rows, "count": len(rows)})
+    try:
+        query = GroupsQuery.parse(request.query_params.getlist)
+    except BadParameterError as exc:
+        return _json(request, 400, exc.to_json())
+    joined = [
+        (
+            view.store.summaries(),
+            Joined(
+                name,
+                view.history.latest_all() if view.history is not None else {},
+                dict(view.statuses()) if view.statuses is not None else {},
+            ),
+        )
+        for name, view in selected
+    ]
+    return _json(request, 200, answer(joined, query))
 
 
 def _raw_path(request: Request) -> str:
@@ -349,11 +378,45 @@ def _timeline(request: Request) -> Response:
     held = _holding(request, group_id)
     if isinstance(held, Response):
         return held
-    timeline = held[1].store.timeline
+    store = held[1].store
+    timeline = store.timeline
     events = timeline.events(group_id, limit)
+    if events is None and group_id in store:
+        events = []  # a group held with no event kept (yet, or the timeline off): none, not a 404
     if events is None:
         return _json(request, 404, {"error": "group_not_found", "group_id": group_id})
     return _json(request, 200, {"group_id": group_id, "kept": timeline.limit, "events": events})
+
+
+def _history(request: Request) -> Response:
+    """``/groups/{id}/history``: the group's lag over the last ``lag_history_minutes``
+    (`streaming.health.lag_history`).  A group id ending in an encoded "%2Fhistory" is a group."""
+    path = _raw_path(request)
+    if not path.endswith("/history"):
+        return _group(request)
+    group_id = unquote(path[len("/groups/") : -len("/history")], errors="replace")
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    name, view = held
+    if view.history is None:
+        return _json(request, 404, {"error": "not_found", "path": request.url.path})
+    body = view.history.series(group_id)
+    if body is None and view.store.group(group_id) is not None:
+        # held, not measured by a lag round yet: no point, and why
+        body = {**view.history.empty(group_id), "reason": "no_lag"}
+    if body is None:
+        return _json(
+            request,
+            404,
+            {
+                "error": "group_not_found",
+                "group_id": group_id,
+                "reason": "unknown",
+                "message": "the mirror has no such group",
+            },
+        )
+    return _json(request, 200, {**body, "cluster": name})
 
 
 def _lag(request: Request) -> Response:
@@ -382,10 +445,95 @@ def _lag(request: Request) -> Response:
     return _json(request, status, body)
 
 
+# ------------------------------------------------ the web UI (issue 37, `streaming.serving.ui`)
+def _ui(request: Request) -> UiContext | None:
+    ui = _ctx(request).ui
+    return ui if ui is not None and ui.enabled else None
+
+
+def _ui_send(request: Request, asset: Asset) -> Response:
+    """A page or file of the UI: its policy headers, revalidated by ETag (no build step names
+    files by content, so browsers ask again and get a 304 while it is unchanged)."""
+    if asset.etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
+        return Response(
+            status_code=304, headers={**UI_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache"}
+        )
+    response = _send(request, 200, asset.body, asset.content_type)
+    response.headers.update({**UI_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache"})
+    return response
+
+
+def _ui_not_found(request: Request) -> Response:
+    return _json(request, 404, {"error": "not_found", "path": request.url.path})
+
+
+def _ui_root(request: Request) -> Response:
+    """``/ui``: to the groups list (relative, so that a path prefix of a proxy in front stays)."""
+    if _ui(request) is None:
+        return _ui_not_found(request)
+    target = "groups" if _raw_path(request).endswith("/") else "ui/groups"
+    return Response(status_code=302, headers={**UI_HEADERS, "Location": target, "Cache-Control": "no-store"})
+
+
+def _ui_page(request: Request) -> Response:
+    ui = _ui(request)
+    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+    name = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    if ui is None or name not in ui.pages:
+        return _ui_not_found(request)
+    if raw.endswith("/"):  # /ui/groups/: its relative links would miss; the page itself instead
+        query = request.url.query
+        location = f"../{name}" + (f"?{query}" if query else "")
+        return Response(
+            status_code=302, headers={**UI_HEADERS, "Location": location, "Cache-Control": "no-store"}
+        )
+    return _ui_send(request, ui.pages[name])
+
+
+def _ui_asset(request: Request) -> Response:
+    ui = _ui(request)
+    name = request.url.path[len("/ui/assets/") :]
+    asset = ui.assets.get(name) if ui is not None else None
+    if asset is None:
+        return _ui_not_found(request)
+    return _ui_send(request, asset)
+
+
+def _ui_config(request: Request) -> Response:
+    ui = _ui(request)
+    if ui is None:
+        return _ui_not_found(request)
+    return _json(request, 200, ui.config(list(_ctx(request).clusters)))
+
+
+# ------------------------------------------------------------ issue 38: offsets as of a moment
+#: ``GET /groups/{id}/offsets?at=<time>``: (group id, the ``at`` parameter) -> (HTTP status, JSON)
+#: (`streaming.serving.reset_plan.offsets_route` over the mirror's offset history)
+OffsetsAt = Callable[[str, str | None], tuple[int, Any]]
+
+
+def _offsets_at(request: Request) -> Response:
+    """``/groups/{id}/offsets?at=``: the group's committed offsets at a moment and the reset plan
+    back to them.  A group id ending in an encoded "%2Foffsets" is a group, not this route."""
+    path = _raw_path(request)
+    if not path.endswith("/offsets"):
+        return _group(request)
+    group_id = unquote(path[len("/groups/") : -len("/offsets")], errors="replace")
+    held = _holding(request, group_id)
+    if isinstance(held, Response):
+        return held
+    hook = held[1].offsets_at
+    if hook is None:
+        return _json(request, 404, {"error": "offset_history_off", "group_id": group_id})
+    return _json(request, *hook(group_id, request.query_params.get("at")))
+
+
+# ----------------------------------------------------------------------------------- readiness
 def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
     """Ready once caught up and the source answers; else ``reason``: "waiting for
     __consumer_offsets" (a new cluster), "source unavailable: ..." (the cluster does not answer),
-    "query restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
+    "resuming: ..." (it answers again, the query has shown no progress since), "query
+    restarting: ..." or "catching up".  ``parts``: the health of the parts beside the main
     query (the share-state query), reported and never gating readiness."""
     view = status.view()
     body = status.readiness_json()
@@ -394,6 +542,10 @@ def ready_body(status: MirrorStatus) -> tuple[bool, dict[str, Any]]:
         reason = view.waiting_reason
     elif not view.source_up:
         reason = f"source unavailable: {view.source_error}"
+    elif view.resuming:
+        # the lag round reaches the cluster again, but the query may still be blocked in the
+        # offset fetch it was in when the cluster went away: not ready until it shows progress
+        reason = "resuming: the cluster answers again, the query has not made progress since"
     elif view.failure:
         reason = f"query restarting: {view.failure}"
     elif not body["ready"]:
@@ -489,6 +641,8 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/groups", _groups, False),
     ("/groups/{id:path}/lag", _lag, False),
     ("/groups/{id:path}/timeline", _timeline, False),
+    ("/groups/{id:path}/offsets", _offsets_at, False),  # issue 38
+    ("/groups/{id:path}/history", _history, False),  # issue 37: the UI's charts (before the group)
     ("/groups/{id:path}", _group, False),
     ("/errors", _errors, False),
     ("/ready", _ready, True),
@@ -507,6 +661,13 @@ ROUTE_TABLE: tuple[tuple[str, Callable[[Request], Response], bool], ...] = (
     ("/v3/kafka/{cluster}/consumer/{group:path}/status", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}/lag", _lag, False),
     ("/v3/kafka/{cluster}/consumer/{group:path}", _lag, False),
+    # -- the web UI (issue 37, `streaming.serving.ui`): its pages, files and settings ---------------
+    ("/ui", _ui_root, False),
+    ("/ui/groups", _ui_page, False),
+    ("/ui/group", _ui_page, False),
+    ("/ui/config", _ui_config, False),
+    ("/ui/assets/{name:path}", _ui_asset, False),
+    # -----------------------------------------------------------------------------------------------
     ("/", _index, False),
 )
 ROUTES = [Route(path, endpoint, methods=["GET"]) for path, endpoint, _ in ROUTE_TABLE]
@@ -643,22 +804,37 @@ class MirrorHTTPServer:
         openmetrics: Callable[[], tuple[bytes, str]] | None = None,
         lag_route: Callable[[str], tuple[int, Any] | None] | None = None,
         topic_names: Callable[[], Mapping[str, str]] | None = None,
+        history: LagHistory | None = None,
+        statuses: Callable[[], Mapping[str, int]] | None = None,
+        ui: UiContext | None = None,
         credentials: Credentials | None = None,
         open_probes: bool = True,
         tls_cert_file: Path | None = None,
         tls_key_file: Path | None = None,
         idle_timeout_s: float = 15.0,
         request_timeout_s: float = 10.0,
+        offsets_at: OffsetsAt | None = None,
     ) -> None:
         for name, path in (("http_tls_cert_file", tls_cert_file), ("http_tls_key_file", tls_key_file)):
             if path is not None and not Path(path).is_file():
                 raise AuthError(f"{name}: {path} is not a readable file")
         if clusters is None:  # one cluster: the views given one by one
-            one = ClusterView(store, status or MirrorStatus(), lag_route, topic_names, share_state)
+            one = ClusterView(
+                store,
+                status or MirrorStatus(),
+                lag_route,
+                topic_names,
+                share_state,
+                history=history,
+                statuses=statuses,
+                offsets_at=offsets_at,
+            )
             clusters = {cluster_name: one}
-        ctx = ApiContext(dict(clusters), metrics, health or (lambda: (True, {})), openmetrics)
+        ctx = ApiContext(dict(clusters), metrics, health or (lambda: (True, {})), openmetrics, ui)
         #: what ``/ready`` reads of the first cluster (the only one, mostly)
         self.status = next(iter(ctx.clusters.values())).status
+        #: the web UI is served (issue 37)
+        self.ui_enabled = ui is not None and ui.enabled
         self.app = build_app(ctx, credentials, open_probes)
         self.tls = tls_cert_file is not None
         self._sock = socket.create_server(address, reuse_port=False)

@@ -28,8 +28,11 @@ from urllib.parse import unquote
 
 from streaming.health.evaluator import Evaluator
 from streaming.health.lag import LagTracker, PartitionLag
+from streaming.health.retention import RetentionWatch
 from streaming.health.rules import OK, REWIND, STALL, STATUS_NAMES, GroupStatus, PartitionStatus
 from streaming.health.window import STRIDE, Commit, commits_of
+from streaming.serving import lag_view
+from streaming.serving.share import ShareStateStore
 
 
 class StatusWatcher:
@@ -267,12 +270,19 @@ def lag_route(
     *,
     filtered: Callable[[str], bool] | None = None,
     mirrored: Callable[[str], bool] | None = None,
+    retention: RetentionWatch | None = None,
+    share: ShareStateStore | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
     """The lag side of the HTTP API: Burrow's ``/v3/kafka/...`` paths, and
     ``GET /groups/{id}/lag`` -- per partition committed offset, end, lag in messages and seconds,
     owner, ``topic_deleted``; the group's ``deleted_topics`` and ``denied_topics`` (no Describe
     ACL: end and lag unknown) -- with the round's sample time
     (``sampled_at_ms``: how fresh the figures are).  None: not one of these paths.
+
+    Issue 38 (`streaming.serving.lag_view`): per partition and for the group ``catch_up`` (time to
+    catch up), ``log_start_offset``, ``retention_margin`` and ``records_lost`` (``retention``:
+    the counts); a share group's rows are its share-partitions (``share``: start offset as the
+    committed offset, Kafka's share lag).
 
     A group without lag is a 404 ``group_not_found`` whose ``reason`` says why (`not_found_reason`):
     ``filtered`` (``filtered(id)``: the group filter excludes it), ``deleted`` (deleted in the log
@@ -286,10 +296,15 @@ def lag_route(
         view = tracker.groups.get(group_id)
         if rows is None or view is None:
             reason, message = not_found_reason(tracker, group_id, filtered, mirrored)
-            body = {"error": "group_not_found", "group_id": group_id, "reason": reason, "message": message}
-            return 404, body
+            return 404, {
+                "error": "group_not_found",
+                "group_id": group_id,
+                "reason": reason,
+                "message": message,
+            }
         r = tracker.round
-        return 200, {
+        rows = lag_view.share_rows(tracker, view, share, group_id) or rows
+        body: dict[str, Any] = {
             "group_id": group_id,
             "isolation": tracker.isolation,
             "sampled_at_ms": None if r is None else r.sampled_at_ms,
@@ -297,6 +312,9 @@ def lag_route(
             "denied_topics": tracker.denied_topics(view),
             "partitions": lag_json(rows),
         }
+        history = burrow.history if burrow is not None else None
+        lag_view.extend_body(body, tracker, history, retention, group_id=group_id, rows=rows)
+        return 200, body
     return None
 
 

@@ -269,6 +269,17 @@ GROUP_METRICS: Final[tuple[MetricDef, ...]] = (
             source="state.abandoned",
         ),
         _g(
+            "coordinator_mirror_group_epoch_bumps_total",
+            "counter",
+            "Generation and target assignment epoch bumps, by cause (issue 38): rebalance (counted in "
+            "coordinator_mirror_group_rebalances_total too), static_rejoin (a static member came back "
+            "and took its assignment again: streams groups on Kafka 4.4) and share_initialization (a "
+            "share group's partitions were initialised) -- the last two are no rebalance; KIP-848, "
+            "share and streams groups have all three, classic groups rebalance only.",
+            "cause",
+            source="snapshot counters.rebalances / static_rejoins / share_initializations",
+        ),
+        _g(
             "coordinator_mirror_group_abandoned_expiry_timestamp_seconds",
             "gauge",
             "When the broker will expire the topic's first abandoned offset (Unix time; Kafka counts "
@@ -452,6 +463,99 @@ LAG_METRICS: Final[tuple[MetricDef, ...]] = (
         (CLUSTER, GROUP),
         unit="seconds",
         source="settings",
+    ),
+    # issue 38: time to catch up, records lost to retention (docs/insights.md)
+    _l(
+        "coordinator_mirror_group_catch_up_seconds",
+        "Seconds until the group's lag is worked off at today's rates: its slowest partition's lag "
+        "left to read (less what the consumer read since its newest commit) / (consume rate - "
+        "produce rate); 0 when caught up; absent when it is falling behind or the rates are not "
+        "known yet (coordinator_mirror_group_catch_up_state says which).",
+        (CLUSTER, GROUP),
+        unit="seconds",
+        source="streaming.health.catch_up",
+    ),
+    _l(
+        "coordinator_mirror_group_catch_up_state",
+        "1 for the group's catch-up state, 0 for the others: caught_up (no lag, or caught up at "
+        "its newest commit while it commits), catching_up (consuming faster than produced), "
+        "falling_behind (consuming at or below the produce rate, a stopped consumer included), "
+        "unknown (too few samples).",
+        (CLUSTER, GROUP, "state"),
+        source="streaming.health.catch_up",
+    ),
+    _l(
+        "coordinator_mirror_group_consume_rate",
+        "Records per second the group commits past, summed over its partitions, from its window of "
+        "commits (decays to 0 when it stops committing).",
+        (CLUSTER, GROUP),
+        source="Burrow's window of commits",
+    ),
+    _l(
+        "coordinator_mirror_group_produce_rate",
+        "Records per second appended to the group's partitions, summed, from the sampled log ends "
+        "over the same window.",
+        (CLUSTER, GROUP),
+        source="lag lookup table",
+    ),
+    _l(
+        "coordinator_mirror_group_topic_consume_rate",
+        "The group's consume rate on the topic (records/s): with ..._produce_rate and "
+        "kafka_consumergroup_group_topic_sum_lag, a recording rule's catch-up per topic.",
+        (CLUSTER, GROUP, "topic"),
+        source="Burrow's window of commits",
+    ),
+    _l(
+        "coordinator_mirror_group_topic_produce_rate",
+        "Records per second appended to the group's partitions of the topic.",
+        (CLUSTER, GROUP, "topic"),
+        source="lag lookup table",
+    ),
+    _l(
+        "coordinator_mirror_partition_catch_up_seconds",
+        "Seconds until the partition's lag is worked off at today's rates (0 when caught up; absent "
+        "when falling behind or unknown); per-partition series obey metrics_per_partition and "
+        "metrics_group_regex.",
+        (CLUSTER, GROUP, "topic", "partition"),
+        unit="seconds",
+        source="streaming.health.catch_up",
+    ),
+    MetricDef(
+        "coordinator_mirror_group_records_lost_total",
+        "counter",
+        "Records deleted by retention before the group read them (its committed offset was below "
+        "the partition's log start offset), all its partitions; counted once per position, kept "
+        "across mirror restarts.",
+        (CLUSTER, GROUP),
+        "",
+        "lag",
+        "streaming.health.retention",
+    ),
+    MetricDef(
+        "coordinator_mirror_partition_records_lost_total",
+        "counter",
+        "Records of the partition deleted by retention before the group read them (only partitions "
+        "that lost some).",
+        (CLUSTER, GROUP, "topic", "partition"),
+        "",
+        "lag",
+        "streaming.health.retention",
+    ),
+    _l(
+        "coordinator_mirror_group_retention_margin_records",
+        "Records between the group's committed offset and the log start offset, on its nearest "
+        "partition: how many more records retention may delete before the group loses some.",
+        (CLUSTER, GROUP),
+        source="committed - log start",
+    ),
+    _l(
+        "coordinator_mirror_group_retention_margin_seconds",
+        "Seconds until retention reaches the group's committed offset on its nearest partition at "
+        "today's rates (the log start advancing at the produce rate, the offset at the consume "
+        "rate); absent when the gap is not closing.",
+        (CLUSTER, GROUP),
+        unit="seconds",
+        source="margin / (produce - consume)",
     ),
     _l(
         "coordinator_mirror_consumer_status",

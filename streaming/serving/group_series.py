@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from state import codec
 from state.abandoned import abandoned_partitions
+from state.causes import COUNTER as BUMP_COUNTER
+from state.causes import REBALANCE, SHARE_INITIALIZATION, STATIC_REJOIN
 from state.config import OffsetConfig
 from state.expiry import all_deadlines
 from state.model import Group
@@ -83,6 +85,7 @@ class GroupNumbers:
     __slots__ = (
         "abandoned",
         "blob",
+        "bumps",
         "commits",
         "deadlines",
         "group_id",
@@ -144,6 +147,17 @@ class GroupNumbers:
                 entry[1] = d
         self.abandoned = tuple((_label(topic), n, d) for topic, (n, d) in sorted(by_topic.items()))
         self.window = points(g.commit_window)
+        # issue 38: epoch bumps by cause (`state.causes`); classic generations are rebalances
+        rebalances = g.counters.get("rebalances", 0)
+        self.bumps: tuple[tuple[str, int], ...] = (
+            (
+                (REBALANCE, rebalances),
+                (STATIC_REJOIN, g.counters.get(BUMP_COUNTER[STATIC_REJOIN], 0)),
+                (SHARE_INITIALIZATION, g.counters.get(BUMP_COUNTER[SHARE_INITIALIZATION], 0)),
+            )
+            if modern
+            else ((REBALANCE, rebalances),)
+        )
         values = _scalar_values(g, modern, abandoned, behind_ms)
         self.scalars = array("q", (_NONE if v is None else v for v in values))
         self.deadlines = array("q", sorted(d for d in deadlines.values() if d is not None))
@@ -189,6 +203,9 @@ class GroupNumbers:
     def abandoned_expiry(self, now_ms: int) -> Samples:
         return [((topic,), d / 1000) for topic, _, d in self.abandoned if d != _NONE]
 
+    def epoch_bumps(self, now_ms: int) -> Samples:
+        return [((cause,), n) for cause, n in self.bumps]
+
 
 def _owner_labels(o: Owner) -> str:
     return (
@@ -208,6 +225,7 @@ _LABELLED: Final = {
     _COMMIT_RATE: GroupNumbers.commit_rate,
     "coordinator_mirror_group_abandoned_offsets": GroupNumbers.abandoned_offsets,
     "coordinator_mirror_group_abandoned_expiry_timestamp_seconds": GroupNumbers.abandoned_expiry,
+    "coordinator_mirror_group_epoch_bumps_total": GroupNumbers.epoch_bumps,
 }
 
 

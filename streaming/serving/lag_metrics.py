@@ -13,8 +13,12 @@ import math
 import re
 import threading
 import time
+from typing import Any
 
+from streaming.health.catch_up import STATES, group_estimate
 from streaming.health.lag import LagTracker, PartitionLag, iter_lag
+from streaming.health.retention import RetentionWatch
+from streaming.serving import lag_view
 from streaming.serving.burrow import Burrow
 from streaming.serving.catalogue import LAG_METRICS
 from streaming.serving.text_format import escape, fmt, header
@@ -22,16 +26,25 @@ from streaming.settings import Settings
 
 
 class LagExporter:
-    def __init__(self, tracker: LagTracker, burrow: Burrow | None, settings: Settings) -> None:
+    def __init__(
+        self,
+        tracker: LagTracker,
+        burrow: Burrow | None,
+        settings: Settings,
+        *,
+        retention: RetentionWatch | None = None,
+    ) -> None:
         self.tracker = tracker
         self.burrow = burrow
+        #: records lost to retention (issue 38); None: not counted
+        self.retention = retention
         self.settings = settings
         self.cluster: str = settings.cluster_name
         self.per_partition = bool(settings.metrics_per_partition)
         regex = settings.metrics_group_regex
         self.group_regex = re.compile(regex) if regex else None
         self._lock = threading.Lock()
-        self._cached: tuple[int, int, bytes] | None = None
+        self._cached: tuple[int, int, int, bytes] | None = None
         self.last_series = 0
         self.last_render_seconds = 0.0
 
@@ -44,9 +57,10 @@ class LagExporter:
         t = self.tracker
         with self._lock:
             statuses = len(self.burrow.watcher.groups) if self.burrow is not None else 0
-            key = (t.version, statuses)
-            if self._cached is not None and self._cached[:2] == key:
-                return self._cached[2]
+            lost = self.retention.version if self.retention is not None else 0
+            key = (t.version, statuses, lost)
+            if self._cached is not None and self._cached[:3] == key:
+                return self._cached[3]
             started = time.perf_counter()
             body = self._render()
             self._cached = (*key, body)
@@ -59,6 +73,8 @@ class LagExporter:
         out: dict[str, list[str]] = {m.name: [] for m in LAG_METRICS}
         r = t.round
         watcher = self.burrow.watcher if self.burrow is not None else None
+        history = self.burrow.history if self.burrow is not None else None
+        retention = self.retention
         topics: set[str] = set()
         for gid, view, all_rows in iter_lag(t):
             topics.update(x.topic for x in all_rows)
@@ -96,8 +112,21 @@ class LagExporter:
                 out["coordinator_mirror_topic_not_authorized"].append(f'{g},topic="{escape(topic)}"}} 1')
             if watcher is not None and gid in watcher.groups:
                 out["coordinator_mirror_consumer_status"].append(f"{g}}} {watcher.groups[gid]}")
+            estimates = self._catch_up(out, g, history, gid, all_rows)
+            if retention is not None:
+                lost = retention.lost_of(gid)
+                out["coordinator_mirror_group_records_lost_total"].append(f"{g}}} {sum(lost.values())}")
+                for (topic, p), n in sorted(lost.items()):
+                    out["coordinator_mirror_partition_records_lost_total"].append(
+                        f'{g},topic="{escape(topic)}",partition="{p}"}} {n}'
+                    )
             if not self._partitions_for(gid):
                 continue
+            for x, est in zip(all_rows, estimates, strict=True):
+                if est.seconds is not None and lag_view.counted(x):
+                    out["coordinator_mirror_partition_catch_up_seconds"].append(
+                        f'{g},topic="{escape(x.topic)}",partition="{x.partition}"}} {fmt(est.seconds)}'
+                    )
             for x in rows:
                 if x.end is None:
                     continue  # end unknown (deleted topic, not read yet): no lag series, as they evict
@@ -137,6 +166,54 @@ class LagExporter:
             parts.extend(f"{m.name}{{{line}\n" for line in lines)
         self.last_series = series
         return "".join(parts).encode("utf-8")
+
+    def _catch_up(
+        self,
+        out: dict[str, list[str]],
+        g: str,
+        history: Any,
+        gid: str,
+        rows: list[PartitionLag],
+    ) -> list[Any]:
+        """The group's catch-up and retention-margin series (issue 38); the rows' estimates."""
+        t = self.tracker
+        estimates = lag_view.catch_up(t, history, gid, rows)
+        mine = [i for i, x in enumerate(rows) if lag_view.counted(x)]
+        est = group_estimate(estimates[i] for i in mine)
+        for state in STATES:
+            out["coordinator_mirror_group_catch_up_state"].append(
+                f'{g},state="{state}"}} {1 if state == est.state else 0}'
+            )
+        if est.seconds is not None:
+            out["coordinator_mirror_group_catch_up_seconds"].append(f"{g}}} {fmt(est.seconds)}")
+        if est.consume_rate is not None:
+            out["coordinator_mirror_group_consume_rate"].append(f"{g}}} {fmt(est.consume_rate)}")
+        if est.produce_rate is not None:
+            out["coordinator_mirror_group_produce_rate"].append(f"{g}}} {fmt(est.produce_rate)}")
+        by_topic: dict[str, list[float | None]] = {}
+        for i in mine:
+            x, e = rows[i], estimates[i]
+            rates = by_topic.setdefault(x.topic, [None, None])
+            if e.consume_rate is not None:
+                rates[0] = (rates[0] or 0.0) + e.consume_rate
+            if e.produce_rate is not None:
+                rates[1] = (rates[1] or 0.0) + e.produce_rate
+        for topic, (consume, produce) in sorted(by_topic.items()):
+            if consume is not None:
+                out["coordinator_mirror_group_topic_consume_rate"].append(
+                    f'{g},topic="{escape(topic)}"}} {fmt(consume)}'
+                )
+            if produce is not None:
+                out["coordinator_mirror_group_topic_produce_rate"].append(
+                    f'{g},topic="{escape(topic)}"}} {fmt(produce)}'
+                )
+        margins = lag_view.margins(t, rows, estimates)
+        gm = lag_view.group_margin([margins[i] for i in mine])
+        if gm is not None:
+            out["coordinator_mirror_group_retention_margin_records"].append(f"{g}}} {gm.records}")
+            if gm.seconds is not None:
+                out["coordinator_mirror_group_retention_margin_seconds"].append(f"{g}}} {fmt(gm.seconds)}")
+        return estimates
 
 
 def _partition_labels(g: str, x: PartitionLag) -> str:

@@ -34,15 +34,20 @@ class ShareStateStore:
         self.records: dict[str, int] = {"ok": 0, "error": 0, "unknown": 0}
         self.counted_batch = -1
         self.last_batch_id = -1
+        #: told every batch's applied rows (issue 38: the offset history's share start offsets)
+        self.listeners: list[Callable[[list[tuple[str, bytes | None, dict[str, Any] | None]]], object]] = []
 
     def apply(self, batch_id: int, rows: Iterable[tuple[str, bytes | None, dict[str, Any] | None]]) -> None:
+        applied = list(rows)
         with self._lock:
-            for gid, blob, summary in rows:
+            for gid, blob, summary in applied:
                 if blob is None or summary is None:
                     self._groups.pop(gid, None)
                 else:
                     self._groups[gid] = (blob, summary)
             self.last_batch_id = max(self.last_batch_id, batch_id)
+        for listener in self.listeners:
+            listener(applied)
 
     def count(self, batch_id: int, statuses: Mapping[str, int], errors: Iterable[dict[str, Any]]) -> None:
         """A batch's record counts and undecodable records -- once per batch id (a batch run again

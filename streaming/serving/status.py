@@ -149,6 +149,8 @@ class StatusView:
     waiting_reason: str | None
     source_up: bool
     source_error: str | None
+    #: the source answers again after an outage and the query has shown no progress since
+    resuming: bool
     query_restarts: int
     failure: str | None
     mismatches: dict[str, frozenset[str]]
@@ -170,6 +172,10 @@ class MirrorStatus:
         self._waiting_reason: str | None = None
         self._source_up = True
         self._source_error: str | None = None
+        #: the source answered again after an outage, and no progress of the query came since: a
+        #: query blocked in its offset fetch through the outage is not mirroring yet (`advance`
+        #: clears it -- every progress of the query, an idle trigger's included, passes there)
+        self._resuming = False
         self._query_restarts = 0
         self._failure: str | None = None
         #: side -> group ids that disagreed for two reconciliation rounds in a row
@@ -212,6 +218,7 @@ class MirrorStatus:
         """The query's positions (and the topic's latest ends) after a batch."""
         with self._lock:
             self._readiness.update(positions, latest)
+            self._resuming = False
 
     def mark_ready(self) -> None:
         with self._lock:
@@ -259,6 +266,7 @@ class MirrorStatus:
             self._source_up, self._source_error = error is None, error
             if was == self._source_up:
                 return None
+            self._resuming = self._source_up
             return self._source_up
 
     @property
@@ -389,6 +397,7 @@ class MirrorStatus:
                 waiting_reason=self._waiting_reason,
                 source_up=self._source_up,
                 source_error=self._source_error,
+                resuming=self._resuming,
                 query_restarts=self._query_restarts,
                 failure=self._failure,
                 mismatches=dict(self._mismatches),

@@ -1,10 +1,12 @@
 """Running mirrors for the tests: `RunningMirrors` behind the ``mirrors`` and ``module_mirrors``
 fixtures (tests/conftest.py), the settings of a mirror on the session broker with a one-second
-trigger and its own checkpoint (`live_settings`), and a JSON-or-bytes HTTP GET."""
+trigger and its own checkpoint (`live_settings`), a JSON-or-bytes HTTP GET, and a group's lag
+(`lag_of`)."""
 
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -21,6 +23,19 @@ def get(url: str) -> Any:
 
 def group_url(mirror: Any, group: str, suffix: str = "") -> str:
     return f"{mirror.http.url}/groups/{urllib.parse.quote(group, safe='')}{suffix}"
+
+
+def lag_of(mirror: Any, group: str) -> dict[str, Any]:
+    """``GET /groups/{id}/lag``, or {} while the group is not in the lag tracker yet (404
+    "pending")."""
+    try:
+        body = get(group_url(mirror, group, "/lag"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return {}
+        raise
+    assert isinstance(body, dict)
+    return body
 
 
 def live_settings(bootstrap: str, work: Path, **settings: Any) -> Any:

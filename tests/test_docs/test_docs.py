@@ -72,7 +72,14 @@ def test_every_setting_metric_dashboard_alert_and_error_is_documented() -> None:
     codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
     table = operating.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert not [c for c in codes if f"\n| {c} |" not in table]
-    for reason in ("waiting for __consumer_offsets", "source unavailable", "query restarting", "catching up"):
+    reasons = (
+        "waiting for __consumer_offsets",
+        "source unavailable",
+        "resuming",
+        "query restarting",
+        "catching up",
+    )
+    for reason in reasons:
         assert f"`{reason}" in troubleshooting, reason
 
 

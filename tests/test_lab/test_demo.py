@@ -1,9 +1,12 @@
-"""`lab.demo`'s parts that run without a broker: the order of a round, and the class archive made
-in the background (a real `python -m streaming.app.class_archive_cmd`, stopped at once)."""
+"""`lab.demo`'s parts that run without a broker: the order of a round, the class archive made
+in the background (a real `python -m streaming.app.class_archive_cmd`, stopped at once), and the
+web UI's address as the first line ``coordinator-mirror demo`` prints."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -63,3 +66,32 @@ def test_no_archive_is_made_when_the_user_named_one(
     background = ArchiveInBackground()
     background.start()
     assert background.proc is None
+
+
+def test_the_web_ui_address_is_the_first_line_the_demo_prints(tmp_path: Path) -> None:
+    """``coordinator-mirror demo`` (the CLI's own entry, in a process of its own) prints where the
+    page is before anything else: the broker and Spark take a minute or two to start, and what
+    they log would otherwise bury it.  The Spark session's start is replaced by an exit, so
+    nothing after the first step runs."""
+    code = (
+        "import sys\n"
+        "import lab.demo\n"
+        "def no_session(*args, **kwargs):\n"
+        "    raise SystemExit(3)\n"
+        "lab.demo.SessionStart = no_session\n"
+        "from streaming.app.cli import main\n"
+        "sys.exit(main(['demo', '--workdir', sys.argv[1], '--http-port', '18999']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines and lines[0].endswith(
+        "the web UI: http://localhost:18999/ui/groups (once the mirror is up)"
+    ), lines

@@ -41,6 +41,35 @@ def test_second_broker_starts_stops_and_leaves_no_process(tmp_path: Any) -> None
     assert "Kafka version: " + kafka_old_version() in (tmp_path / "server.log").read_text()
 
 
+def test_broker_whose_port_was_taken_starts_on_other_ports(tmp_path: Any, monkeypatch: Any) -> None:
+    """A listener's port taken between choosing and binding: the broker's bind error is followed
+    by a controlled shutdown of well over 40 log lines, and the start must still see the error
+    and try other ports (it gave up once, after a 40-line log tail had lost it: a CI run's session
+    broker, every test on it then an error)."""
+    import socket
+
+    import lab.broker
+    from lab.broker import BrokerSettings, LocalKafka
+    from lab.proc import free_port
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    first = [taken.getsockname()[1]]
+    monkeypatch.setattr(lab.broker, "_free_port", lambda: first.pop() if first else free_port())
+    broker = LocalKafka(BrokerSettings(offsets_topic_num_partitions=1), tmp_path)
+    try:
+        broker.start(offsets_topic=False)
+        assert broker.port != taken.getsockname()[1]
+        log = (tmp_path / "server.log").read_text()
+        first_launch = log[: log.index("Address already in use")]
+        # the error is further from the end of its launch than a 40-line tail reaches
+        assert log.count("\n") - first_launch.count("\n") > 40
+    finally:
+        broker.stop()
+        taken.close()
+
+
 def test_broker_dies_with_its_parent(tmp_path: Any) -> None:
     """A SIGKILLed parent (e.g. a killed test run) takes its broker with it: no orphan java."""
     import subprocess

@@ -36,3 +36,13 @@ def test_without_pss_only_rss_is_sampled() -> None:
     sampler = TreeSampler(os.getpid())
     sampler.sample()
     assert sampler.peak_rss > 0 and sampler.peak_pss == 0
+
+
+def test_free_port_never_hands_out_a_port_twice() -> None:
+    """A broker's listeners and its KDC take ports one after another and bind them seconds later:
+    a port handed out must not be handed out again meanwhile (the kernel may offer a just-closed
+    port to the next bind(0))."""
+    from lab.proc import free_port
+
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)

@@ -17,6 +17,7 @@ Asserted, in the order a platform team lives it:
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -265,10 +266,28 @@ def test_a_fleet_of_three_clusters_in_one_mirror(  # noqa: PLR0917 - fixtures
     brokers["c"].restart()
     _wait("c answers again", lambda: get(_url(mirror, "/ready", cluster="c"))["ready"], 180)
     _commit(brokers["c"].bootstrap, SAME_ID, "fleet-same-t", 10)
+    # 240 s: a query blocked in Spark's offset fetch through the outage (a consumer position call
+    # bounded by Kafka's default.api.timeout.ms, 60 s) may fail once the broker is back and restart
+    # from its checkpoint with the restart policy; once in a clean-clone CI run 120 s was short
+    # (what the query showed is in the message when it is)
     _wait(
         "c mirrors a new commit",
         lambda: [o["offset"] for o in get(_group_url(mirror, SAME_ID, "c"))["offsets"]] == [10],
-        120,
+        240,
+        lambda: _query_seen(mirror, "c"),
+    )
+
+
+def _query_seen(mirror: Any, name: str) -> str:
+    """What a cluster's query showed last: for a wait's failure message."""
+    c = mirror.by_name(name)
+    q = c.run.query
+    progress = q.lastProgress if q is not None else None
+    return (
+        f"ready={get(_url(mirror, '/ready', cluster=name))}, active={q is not None and q.isActive}, "
+        f"exception={q.exception() if q is not None and not q.isActive else None}, "
+        f"last progress={progress and (progress['batchId'], progress['timestamp'])}, "
+        f"status={q.status if q is not None else None}, time={time.strftime('%H:%M:%S')}"
     )
 
 

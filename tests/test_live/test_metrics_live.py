@@ -7,15 +7,17 @@ evaluation every second, loopback, tmp storage):
 * ``live`` -- the session broker, where this test drives a rebalance storm (`Churn`: a member
   joins and leaves every second or so), a group flapping between Empty and Stable (its only member
   joins and leaves), a calm Stable group (`classic_range`), an Empty group with committed offsets
-  (`kafka_python_empty`, expiring in 7 days), a KIP-848 group (`kip848_consumer`) and a group
-  behind on its topic (39 records of lag);
+  (`kafka_python_empty`, expiring in 7 days), a KIP-848 group (`kip848_consumer`), a group
+  behind on its topic (39 records of lag) and a group that stopped on a topic whose segments the
+  broker deletes every few seconds while a producer writes on (records lost to retention);
 * ``replay`` -- a capture file with a record type and a value version no broker wrote yet, and a
   good commit after them (what a broker upgrade would put in front of the mirror).
 
-Asserted: the storm alert fires for the stormy group and never for the calm one; the flapping and
-offsets-expiring-soon alerts fire for their groups; the decode-error and unknown-type alerts fire
-for ``replay`` only; every dashboard panel's query and annotation returns data (group detail: for
-at least one of the groups, the core panels for every one), and the template variables resolve.
+Asserted: the storm alert fires for the stormy group and never for the calm one; the flapping,
+offsets-expiring-soon and records-lost-to-retention alerts fire for their groups; the decode-error
+and unknown-type alerts fire for ``replay`` only; every dashboard panel's query and annotation
+returns data (group detail: for at least one of the groups, the core panels for every one), and the
+template variables resolve.
 """
 
 from __future__ import annotations
@@ -170,6 +172,16 @@ def live(
         share = share_acks(lab)
         lab.member(next(iter(modern.groups)), modern.topics, protocol="consumer", name="k848-late")
 
+        # issue 38: a group that committed and stopped on a topic whose segments the broker deletes
+        # every few seconds while a producer writes on: records lost to retention, growing (the
+        # records-lost panel's data and its alert)
+        from lab.retention import SteadyProducer, commit_and_stop, short_retention_topic
+
+        lost_group = lab.name("lost")
+        lost_topic = short_retention_topic(lab, "obs-lost", 1, segment_ms=1000, retention_ms=3000)
+        commit_and_stop(lab, lost_group, lost_topic, {0: 0})
+        closables.append(SteadyProducer(lab, lost_topic, 1, rate=20.0))
+
         common = {"trigger_interval_s": 1.0, "shuffle_partitions": 2, "http_port": 0}
         mirrors["live"] = module_mirrors.start(
             load_settings(
@@ -222,6 +234,7 @@ def live(
             "lagging": lagging_group,
             "abandoned": abandon.group,
             "share": share.group.group_id,
+            "lost": lost_group,
         }
         yield Live(prometheus, groups, mirrors, time.monotonic())
     finally:
@@ -270,6 +283,7 @@ def test_alerts_fire_for_the_storm_and_not_for_the_calm_group(live: Live) -> Non
         "decode": ("CoordinatorMirrorDecodeErrors", {"cluster_name": "replay"}),
         "unknown": ("CoordinatorMirrorUnknownRecordTypes", {"cluster_name": "replay"}),
         "slow": ("KafkaConsumerGroupSlowRebalance", {"cluster_name": "live", "group": g["storm"]}),
+        "lost": ("KafkaConsumerRecordsLostToRetention", {"cluster_name": "live", "group": g["lost"]}),
     }
     seen: dict[str, dict[str, Any]] = {}
     calm_ever: list[dict[str, Any]] = []

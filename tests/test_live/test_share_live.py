@@ -9,6 +9,9 @@ rejected -> archived, released then accepted -> delivered twice); the broker's d
 count equals the acknowledged + archived records of the folded state; ``GET /groups/{id}`` carries
 ``share_state`` and ``/metrics`` the share families; undecodable records of the topic are counted
 and kept with their partition and offset while the query goes on (`fold_share`, real bytes).
+``GET /groups/{id}/lag`` of a share group on three partitions, records unread on each, gives Kafka's
+start offset (as ``committed_offset``) and share lag on every partition -- with its member, empty,
+and empty while records arrive.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pytest
 
 from lab.scenarios_insights import ACCEPT, REJECT
 from tests.support.live_mirror import get, group_url, live_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -95,6 +99,80 @@ def test_share_partitions_agree_with_kafka_share_groups_describe(
                 assert b["delivery_count"] == deliveries[(p, offset)], (p, offset, b)
         assert x["start_offset"] > min(o for q, o in acked if q == p)  # settled records left the window
     assert state["lag"] == sum(lag for _, lag in kafka_view.values())
+
+
+def _lag_matches_kafka(mirror: Any, kafka: Any, group: str, what: str) -> dict[str, Any]:
+    """``GET /groups/{id}/lag`` once its partitions -- (committed_offset, lag) per partition, the
+    start offset standing in for the committed offset -- equal Kafka's ``listShareGroupOffsets``
+    (``kafka-share-groups.sh --describe --offsets``) on every partition.  Kafka is asked again each
+    time, so a lag round the mirror has not run yet is waited for, not a figure frozen early."""
+    seen: dict[str, Any] = {}
+
+    def agrees() -> Any:
+        seen["kafka"] = kafka_share_offsets(kafka.bootstrap, group)
+        seen["mirror"] = body = get(group_url(mirror, group, "/lag"))
+        got = {(x["topic"], x["partition"]): (x["committed_offset"], x["lag"]) for x in body["partitions"]}
+        return got == seen["kafka"] and body
+
+    return wait_for(f"/lag equal to Kafka's share offsets, {what}", agrees, 120, lambda: seen)
+
+
+def test_share_lag_in_the_lag_route_equals_kafkas_on_every_partition_with_members_and_empty(
+    mirror: Any, kafka: Any, lab: Any
+) -> None:
+    """A share group on three partitions with records left unread on each: ``GET /groups/{id}/lag``
+    gives, per partition, Kafka's start offset (as ``committed_offset``) and Kafka's share lag --
+    while its consumer is a member, once it left (the group empty: the old route dropped one of
+    three partitions then), and after more records arrived with nobody there."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from lab.lab import quiet_logger
+
+    parts, unread = 3, 40
+    topic = lab.topic("share-lag", partitions=parts, messages_per_partition=0)
+    group = lab.name("share-lag")
+    consumer = ShareConsumer({
+        "bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": "cm-share-lag",
+        "share.acknowledgement.mode": "explicit", "log_level": 0, "logger": quiet_logger(),
+    })  # fmt: skip
+    lab.adopt(consumer)
+    consumer.subscribe([topic])
+    lab.wait_group(
+        group, lambda v: v.state == "Stable" and len(v.assigned) == parts, what="one member on 3 partitions"
+    )
+    # share-partitions start at the log end when first fetched: a record a partition until each
+    # delivered one (accepted), so every partition is initialised with its start past them
+    seen: set[int] = set()
+    deadline = time.monotonic() + 90
+    while seen != set(range(parts)):
+        assert time.monotonic() < deadline, f"partitions {sorted(seen)} delivered in 90s"
+        lab.produce(topic, parts, 1)
+        batch = consumer.poll(0.5) or []
+        for msg in batch:
+            if msg.error() is None:
+                consumer.acknowledge(msg, AcknowledgeType.ACCEPT)
+                seen.add(msg.partition())
+        if batch:
+            consumer.commit_sync(30)
+    lab.produce(topic, parts, unread)  # never polled: unread on every partition
+
+    view = lab.describe(group)[group]
+    assert view.state == "Stable" and len(view.members) == 1, view  # the member is still there
+    body = _lag_matches_kafka(mirror, kafka, group, "with its member")
+    assert len(body["partitions"]) == parts
+    assert all(x["lag"] >= unread for x in body["partitions"]), body
+    assert all(x["end_offset"] is not None for x in body["partitions"]), body
+    assert body["partitions"][0]["consumer_id"], body  # the member owns them
+
+    consumer.close()
+    lab.wait_group(group, lambda v: v.state == "Empty", what="Empty share group")
+    body = _lag_matches_kafka(mirror, kafka, group, "empty")
+    assert len(body["partitions"]) == parts, body
+    before = {x["partition"]: x["lag"] for x in body["partitions"]}
+
+    lab.produce(topic, parts, 5)  # nobody reads: the share lag grows on every partition
+    body = _lag_matches_kafka(mirror, kafka, group, "empty, 5 more records a partition")
+    assert {x["partition"]: x["lag"] for x in body["partitions"]} == {p: n + 5 for p, n in before.items()}
 
 
 def test_share_metrics_are_exported(mirror: Any, share_acks_result: Any) -> None:

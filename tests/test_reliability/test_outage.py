@@ -13,8 +13,11 @@ answer again and restarts the query from its checkpoint (``query_restarts``).
 
 Short outages (issue 40): the broker stopped for 15 s and then for 40 s under a mirror that checks
 its source every ``CHECK_S``: ``/ready`` says 503 "source unavailable" within that interval (plus
-one poll) of the broker's end, and 200 again within it of the broker's return -- as do
-``coordinator_mirror_source_up`` and the log.  The figures are printed; docs/operating.md quotes them.
+one poll) of the broker's end -- as do ``coordinator_mirror_source_up`` and the log -- and the
+metric and the log say the cluster answers again within it of the broker's return; ``/ready``
+says 503 "resuming" from then until the query has shown progress again (a query blocked in its
+offset fetch through the outage is not mirroring yet), then 200.  The figures are printed;
+docs/operating.md quotes them.
 """
 
 from __future__ import annotations
@@ -61,7 +64,11 @@ def _offsets(base: str, gid: str) -> dict[tuple[str, int], int]:
     return {(o["topic"], o["partition"]): o["offset"] for o in snap["offsets"]}
 
 
-def test_sixty_seconds_without_the_broker(spark: Any, mirrors: Any, own_kafka: Any, tmp_path: Path) -> None:
+# ``own_kafka`` before ``mirrors`` in each signature: fixtures end in reverse order, so the mirror
+# stops while its broker still runs (stopped after it, the mirror's stop can wait on the Kafka
+# source's offset reads, which no interrupt ends; a CI run's output stopped right after this
+# module's last test passed, with no sign of what it waited on)
+def test_sixty_seconds_without_the_broker(spark: Any, own_kafka: Any, mirrors: Any, tmp_path: Path) -> None:
     from streaming.settings import load_settings
 
     def settings(name: str) -> Any:
@@ -156,14 +163,21 @@ POLL_S = 0.5
 SLACK_S = 0.5
 
 
-def _watch(base: str, until: float) -> list[tuple[float, int, str, float]]:
+#: the longest the query may take to show progress once the broker is back (it was measured at
+#: 0.5-3.1 s before the "resuming" rule; Spark's offset fetch retries are the bound)
+RESUME_LIMIT_S = 120.0
+
+
+def _watch(base: str, until: float, until_status: int | None = None) -> list[tuple[float, int, str, float]]:
     """(monotonic time, /ready status, its reason up to the first colon, source_up) every POLL_S
-    until ``until``."""
-    out = []
-    while time.monotonic() < until:
+    until ``until`` -- or, with ``until_status``, until two polls after /ready first answered it."""
+    out: list[tuple[float, int, str, float]] = []
+    seen = 0
+    while time.monotonic() < until and seen < 3:
         status, body = get(f"{base}/ready")
         up = metric(_metrics(base), "coordinator_mirror_source_up")
         out.append((time.monotonic(), status, str(body.get("reason")).split(":")[0], up))
+        seen += bool(seen or (until_status is not None and status == until_status))
         time.sleep(POLL_S)
     return out
 
@@ -176,7 +190,7 @@ def _first(samples: list[tuple[float, int, str, float]], status: int, up: float)
 
 
 def test_short_outages_show_within_one_check_interval(
-    mirrors: Any, own_kafka: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    own_kafka: Any, mirrors: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from streaming.settings import load_settings
 
@@ -207,21 +221,26 @@ def test_short_outages_show_within_one_check_interval(
         during = _watch(base, down_at + outage_s)
         own_kafka.restart()
         back_at = time.monotonic()  # it serves metadata again
-        after = _watch(base, back_at + 2 * CHECK_S)
+        after = _watch(base, back_at + RESUME_LIMIT_S, until_status=200)
         shown = _first(during, 503, 0.0)
+        up_again = next((t for t, _, _, u in after if u == 1.0), None)
         cleared = _first(after, 200, 1.0)
         figures.append(
             f"{outage_s:.0f} s outage (controlled shutdown {down_at - stopping:.1f} s): 503 and source_up 0 "
             f"{None if shown is None else round(shown - down_at, 1)} s after the broker ended, "
-            f"200 and source_up 1 {None if cleared is None else round(cleared - back_at, 1)} s after it "
-            "answered again"
+            f"source_up 1 {None if up_again is None else round(up_again - back_at, 1)} s and 200 "
+            f"{None if cleared is None else round(cleared - back_at, 1)} s after it answered again"
         )
         print(figures[-1])
         assert shown is not None and shown - down_at <= CHECK_S + POLL_S + SLACK_S, figures[-1]
         # ... and so for the whole outage, for the reason the docs give
         down = {(st, why, up) for t, st, why, up in during if t >= shown}
         assert down == {(503, "source unavailable", 0.0)}, during
-        assert cleared is not None and cleared - back_at <= CHECK_S + POLL_S + SLACK_S, figures[-1]
+        assert up_again is not None and up_again - back_at <= CHECK_S + POLL_S + SLACK_S, figures[-1]
+        assert cleared is not None, after
+        # between the cluster's return and the query's first progress: "resuming", never ready
+        between = {(st, why) for t, st, why, up in after if up == 1.0 and t < cleared}
+        assert between <= {(503, "resuming")}, after
         assert {(st, up) for t, st, _, up in after if t >= cleared} == {(200, 1.0)}
         logged = [r.getMessage() for r in caplog.records]
         assert sum(m.startswith("the Kafka cluster does not answer") for m in logged) == 1, logged

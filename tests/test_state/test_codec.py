@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab.records import DAY, Log, cm, tip
-from state.codec import CURRENT_VERSION, StateCodecError, blob_version, decode, encode
+from state.codec import CURRENT_VERSION, StateCodecError, blob_version, committed_offsets, decode, encode
 from state.expiry import expire
 from state.model import COUNTERS, Group
 from state.replay import fold
@@ -108,7 +108,7 @@ def test_size_per_offset_is_compact() -> None:
     g = fold(None, log.records).group
     assert g is not None
     blob = encode(g)
-    assert len(blob) / 50 < 20, len(blob)  # ~16 bytes per committed offset
+    assert len(blob) / 50 < 20.5, len(blob)  # ~16 bytes per committed offset, ~200 a group
 
 
 V1_BLOB = Path(__file__).with_name("state_v1.bin")  # `_rich_group()` written by codec v1; never regenerate
@@ -164,8 +164,108 @@ def test_v3_keeps_timing_and_commit_rhythm() -> None:
     g = _rich_group()
     assert g.timing is not None and g.last_timing is not None and g.commit_window
     blob = encode(g)
-    assert blob_version(blob) == 3 == CURRENT_VERSION
+    assert blob_version(blob) == CURRENT_VERSION
     back = decode(blob)
     assert back == g
     assert back.timing == g.timing and back.last_timing == g.last_timing
     assert back.commit_window == g.commit_window
+
+
+V3_BLOB = Path(__file__).with_name("state_v3.bin")  # `_rich_group()` written by codec v3; never regenerate
+
+
+def test_frozen_v3_blob_migrates() -> None:
+    """v3 -> v4 (issue 38): everything v3 held survives; the two bump counters start at 0 and no
+    bump flags are known (the next bump is classified by what happens from then on)."""
+    blob = V3_BLOB.read_bytes()
+    assert blob_version(blob) == 3
+    migrated = decode(blob)
+    assert migrated.counters["static_rejoins"] == migrated.counters["share_initializations"] == 0
+    assert migrated.bump_flags == 0
+    assert migrated == _rich_group()  # a classic group: nothing of v4's to lose
+    assert decode(encode(migrated)) == migrated
+    assert set(migrated.counters) == set(COUNTERS)
+
+
+def test_v4_keeps_bump_counters_and_flags() -> None:
+    log = Log()
+    log.share_member("sh", "m")
+    log.share_state("sh", {"SID": "share-t"})
+    g = fold(None, log.records).group
+    assert g is not None
+    g.counters["static_rejoins"], g.counters["share_initializations"] = 3, 4
+    assert g.bump_flags  # the member joined, the share-partitions were initialised since a bump
+    blob = encode(g)
+    assert blob_version(blob) == 4 == CURRENT_VERSION
+    assert decode(blob) == g and decode(blob).bump_flags == g.bump_flags
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_committed_offsets_read_without_the_rest(version: int) -> None:
+    """`committed_offsets` (the offset history's read of every changed group) agrees with a full
+    decode for every version ever written, and for each kind's display name."""
+    blob = _rich_group_blob(version)
+    g = decode(blob)
+    kind, offsets = committed_offsets(blob)
+    assert kind == g.display_kind
+    assert offsets == {tp: (e[0], e[3]) for tp, e in g.offsets.items()}
+    assert offsets  # the frozen blobs hold offsets
+
+
+def _rich_group_blob(version: int) -> bytes:
+    if version == CURRENT_VERSION:
+        return encode(_rich_group())
+    return Path(__file__).with_name(f"state_v{version}.bin").read_bytes()
+
+
+def test_committed_offsets_of_every_kind() -> None:
+    log = Log()
+    log.k848_stable_group("k", {"m1": (["t"], [tip("T", 0)])})
+    log.commit("k", "t", 0, 11, topic_id="T")
+    log.commit("simple", "t", 3, 4)
+    log.streams_member("s", "m")
+    log.commit("s", "in", 1, 9)
+    log.share_member("sh", "m")
+    for gid, kind in (("k", "consumer"), ("simple", "simple"), ("s", "streams"), ("sh", "share")):
+        g = fold(None, [r for r in log.records if r.key.group_id == gid]).group
+        assert g is not None
+        assert committed_offsets(encode(g)) == (kind, {tp: (e[0], e[3]) for tp, e in g.offsets.items()})
+    with pytest.raises(StateCodecError):
+        committed_offsets(b"\x03\x91")
+
+
+def _streams_group() -> Group:
+    """A streams group whose topology carries ``source_topics_of`` (subtopology -> topics it
+    reads), with topic names from both base64 alphabets, '-', '/', unicode and HTML."""
+    log = Log()
+    log.streams_member("s/ü<b>", "m")
+    log.streams_topology("s/ü<b>", 3, ["in-a+/b", "in_a-_b", "ünï/<i>", "x" * 249])
+    log.streams_current("s/ü<b>", "m", 1, [0, 1])
+    log.commit("s/ü<b>", "in-a+/b", 1, 9)
+    g = fold(None, log.records).group
+    assert g is not None and g.topology is not None
+    return g
+
+
+@pytest.mark.parametrize("writer", ["_encode_v1", "_encode_v2", "_encode_v3", "_encode_v4"])
+def test_streams_topology_source_topics_of_survives_every_version(writer: str) -> None:
+    """Main's ``source_topics_of`` (state.replay.modern) is a field of the topology dict, which
+    every msgpack version (v1 to v4) carries whole: written by each, read back by `decode`."""
+    from state import codec
+
+    g = _streams_group()
+    assert g.topology is not None
+    want = g.topology["source_topics_of"]
+    assert want == {"0": sorted(["in-a+/b", "in_a-_b", "ünï/<i>", "x" * 249])}
+    back = decode(getattr(codec, writer)(g))
+    assert back.topology == g.topology and back.topology is not None
+    assert back.topology["source_topics_of"] == want
+    assert committed_offsets(getattr(codec, writer)(g)) == committed_offsets(encode(g))
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_every_frozen_blob_still_decodes_and_rewrites_as_current(version: int) -> None:
+    g = decode(Path(__file__).with_name(f"state_v{version}.bin").read_bytes())
+    assert set(g.counters) == set(COUNTERS)
+    again = encode(g)
+    assert blob_version(again) == CURRENT_VERSION and decode(again) == g

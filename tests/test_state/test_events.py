@@ -52,6 +52,7 @@ def test_events_are_flat_json_and_round_trip() -> None:
         "before": 1,
         "after": 3,
         "skipped": 1,
+        "cause": "rebalance",
     }
 
 

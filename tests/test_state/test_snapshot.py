@@ -31,6 +31,7 @@ def test_summary_fields() -> None:
         "members": 1,
         "offsets": 1,
         "last_change_ms": log.now_ms,
+        "last_rebalance_ms": g.last_rebalance_ms,
         "next_deadline_ms": None,
     }
 

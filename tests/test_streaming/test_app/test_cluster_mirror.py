@@ -34,6 +34,7 @@ KAFKA_PARTS = [
     "lag-reader",
     "offsets",
     "progress",
+    "offset-history",
     "query",
     "wake",
     "share_state",
@@ -78,12 +79,12 @@ def test_a_kafka_clusters_parts_in_start_order() -> None:
     assert [p.name for p in c.parts] == KAFKA_PARTS
     kinds = [type(p) for p in c.parts]
     assert kinds == [
-        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, QueryPart, ExpiryWake,
-        SideQuerySupervisor, QuerySupervisor,
+        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, Step, QueryPart,
+        ExpiryWake, SideQuerySupervisor, QuerySupervisor,
     ]  # fmt: skip
     # the parts the cluster hands out are the ones in its list
-    assert c.client is c.parts.parts[0] and c.query is c.parts.parts[7] and c.supervisor is c.parts.parts[-1]
-    assert c.share_state is c.parts.parts[9]
+    assert c.client is c.parts.parts[0] and c.query is c.parts.parts[8] and c.supervisor is c.parts.parts[-1]
+    assert c.share_state is c.parts.parts[10]
     assert c.parts.name == "cluster synthetic"
 
 
@@ -94,6 +95,17 @@ def test_without_the_share_state_query_nothing_of_it_is_wired() -> None:
     assert on.share_view() is not None
     # the lag rounds read share-partitions' ends only when the query runs
     assert len(on.lag._also_wanted) == 1 and off.lag._also_wanted == []
+
+
+def test_without_the_offset_history_no_part_and_no_offsets_route() -> None:
+    """``offset_history_enabled: false``: no part, no share-state listener, and the cluster's view
+    has no ``/groups/{id}/offsets`` hook (the API answers 404 offset_history_off)."""
+    on, off = _cluster(settings()), _cluster(settings(offset_history_enabled=False))
+    assert [p.name for p in off.parts] == [n for n in KAFKA_PARTS if n != "offset-history"]
+    assert off.offset_history is None and off.view().offsets_at is None
+    assert off.share_store.listeners == []
+    assert on.offset_history is not None and on.view().offsets_at is not None
+    assert on.share_store.listeners == [on.offset_history.on_share_state]
 
 
 def test_a_capture_source_has_no_client_no_share_state_and_no_source_check(tmp_path: Path) -> None:

@@ -8,11 +8,14 @@ off or not)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
-from streaming.pipeline.query import stop_between_batches
+import pytest
+
+from streaming.pipeline.query import stop_between_batches, stop_quietly
 
 
 def test_stop_between_batches_lets_the_running_foreach_batch_call_finish(spark: Any, tmp_path: Any) -> None:
@@ -35,7 +38,10 @@ def test_stop_between_batches_lets_the_running_foreach_batch_call_finish(spark: 
         .load()
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="3 seconds")
+        # a trigger well past a batch's length, so each batch ends before the next is due; with
+        # batches back to back (a 0.8 s batch plus a slow df.count() on a loaded machine passing
+        # 3 s) the end of one is the start of the next and the stop lands inside that one
+        .trigger(processingTime="6 seconds")
         .start()
     )
     try:
@@ -50,3 +56,43 @@ def test_stop_between_batches_lets_the_running_foreach_batch_call_finish(spark: 
     finally:
         if query.isActive:
             query.stop()
+
+
+def test_a_stop_whose_stream_thread_never_ends_gives_up_after_the_stop_timeout(
+    spark: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream thread held where no interrupt reaches it -- here a foreachBatch call, whose py4j
+    socket read Spark's interrupt does not end -- holds ``query.stop()`` for
+    ``spark.sql.streaming.stopTimeout`` (the mirror's session sets it: Spark's default waits for
+    ever), and the stop then goes on with a warning instead of a hang or a traceback."""
+    assert spark.conf.get("spark.sql.streaming.stopTimeout") == "60s"  # BASE_CONF's
+    release = threading.Event()
+    in_batch = threading.Event()
+
+    def sink(df: Any, batch_id: int) -> None:
+        in_batch.set()
+        release.wait(120)  # stuck as far as the stream thread can tell
+
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    spark.conf.set("spark.sql.streaming.stopTimeout", "2s")
+    try:
+        assert in_batch.wait(60), "no micro-batch started"
+        caplog.set_level(logging.WARNING, logger="coordinator_mirror")
+        t0 = time.monotonic()
+        stop_quietly(query, spark, restore=True)
+        took = time.monotonic() - t0
+        assert 2 <= took < 20, took
+        assert not query.isActive
+        assert [r.getMessage() for r in caplog.records] == [
+            f"the streaming query {query.name} did not stop within 2s; stopping without it"
+        ]
+    finally:
+        spark.conf.set("spark.sql.streaming.stopTimeout", "60s")
+        release.set()

@@ -97,3 +97,19 @@ def test_the_sink_turns_an_interrupted_batch_into_that_line(spark: Any, tmp_path
     assert str(caught.value).startswith("py4j.protocol.Py4JJavaError: An error occurred while calling")
     assert _spark_takes_it_for_an_interruption(spark, f"Traceback ...\n{caught.value}")
     assert caught.value.__cause__ is None and caught.value.__suppress_context__  # no long chain
+
+
+def test_the_share_state_sink_turns_an_interrupted_batch_into_that_line(spark: Any) -> None:
+    """`ShareSink` the same way: a SIGTERM during a share-state batch printed Spark's
+    StackOverflowError (1,000+ lines) in a clean-clone CI run before it shared the wrapper."""
+    from streaming.pipeline.share_state import ShareSink
+    from streaming.pipeline.sinks import BatchInterruptedError
+    from streaming.serving.share import ShareStateStore
+
+    sink = ShareSink(ShareStateStore())
+    df = spark.range(3).selectExpr("'counts' AS kind", "CAST(id AS STRING) AS group_id")
+    spark._jvm.java.lang.Thread.currentThread().interrupt()
+    with pytest.raises(BatchInterruptedError) as caught:
+        sink(df, 0)
+    assert _spark_takes_it_for_an_interruption(spark, f"Traceback ...\n{caught.value}")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

@@ -6,14 +6,21 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import namedtuple
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from lab.records import Log
 from lab.synthetic import RENDERER
-from streaming.serving.api import MirrorHTTPServer
+from state import codec
+from state.replay import fold
+from state.snapshot import summary
+from streaming.serving.api import ClusterView, MirrorHTTPServer
+from streaming.serving.offset_history import OffsetHistory
+from streaming.serving.reset_plan import offsets_route
 from streaming.serving.status import Readiness
 from streaming.serving.store import SnapshotStore
 from tests.support.http import state_bytes
@@ -213,8 +220,10 @@ def test_ready_of_a_fleet() -> None:
             s.set_targets({}, {0: 5})
         if kind in ("ready", "down"):
             s.advance({0: 5})
-        if kind == "down":
+        if kind in ("down", "resuming"):
             s.source_checked("TimeoutException")
+        if kind == "resuming":
+            s.source_checked(None)
         if kind == "waiting":
             s.waiting("waiting for __consumer_offsets")
         return s
@@ -224,9 +233,73 @@ def test_ready_of_a_fleet() -> None:
         (["ready", "down"], True, None),
         (["ready", "waiting"], True, None),
         (["ready", "catching_up"], False, "catching up: c1"),
+        (["ready", "resuming"], True, None),
+        (["resuming"], False, "no cluster is ready"),
         (["down", "down"], False, "no cluster is ready"),
         (["waiting"], False, "no cluster is ready"),
     ]
     for kinds, ok, reason in cases:
         got, body = fleet_ready_body({f"c{i}": status(k) for i, k in enumerate(kinds)})
         assert (got, body["reason"]) == (ok, reason), kinds
+
+
+# -- GET /groups/{id}/offsets?at= (issue 38) ------------------------------------------------------
+def _history_view(gid: str, steps: list[int]) -> Any:
+    """A cluster view whose offsets route reads a real offset history, fed the sink's rows of a
+    group folded from records committing ``10 * k`` on ("t", 0) at each of ``steps``."""
+    row = namedtuple("row", "group_id kind key body summary blob")
+    log = Log()
+    clock = {"ms": log.now_ms}
+    history = OffsetHistory([(3_600_000, 0)], 3_600_000, None, clock_ms=lambda: clock["ms"])
+    g = None
+    store = SnapshotStore(renderer=RENDERER)
+    for k in range(3):
+        log.commit(gid, "t", 0, 10 * k)
+        recs, log.records = log.records, []
+        g = fold(g.copy() if g is not None else None, recs).group
+        assert g is not None
+        clock["ms"] = log.now_ms
+        steps.append(log.now_ms)
+        history.on_batch(k, [row(gid, "snapshot", None, None, json.dumps(summary(g)), codec.encode(g))])
+        log.tick(30_000)
+    clock["ms"] = log.now_ms
+    store.apply(0, [(gid, state_bytes(gid), {"group_id": gid, "kind": "simple", "state": "Empty"})])
+
+    def hook(group_id: str, at: str | None) -> tuple[int, Any]:
+        return offsets_route(history, group_id, at, clock["ms"], bootstrap="b:9092")
+
+    return ClusterView(store, offsets_at=hook)
+
+
+def test_offsets_at_answers_through_the_api_per_cluster() -> None:
+    gid = "tenant/grüppe <b>"
+    steps: list[int] = []
+    view = _history_view(gid, steps)
+    srv = MirrorHTTPServer(
+        ("127.0.0.1", 0),
+        SnapshotStore(),
+        clusters={"eu": view, "us": _history_view(gid, []), "off": ClusterView(SnapshotStore())},
+    ).start()
+    try:
+        path = f"{srv.url}/groups/{urllib.parse.quote(gid, safe='')}/offsets"
+        status, body = _json_of(f"{path}?cluster=eu&at={steps[1] + 1}")
+        assert status == 200 and body["group_id"] == gid and body["kind"] == "simple"
+        assert [(x["topic"], x["partition"], x["offset"], x["offset_now"]) for x in body["partitions"]] == [
+            ("t", 0, 10, 20)
+        ]
+        assert "b:9092" in json.dumps(body["plan"])
+        # in two clusters: which one (409); a moment with no time zone, or none: 400 saying so
+        status, body = _json_of(f"{path}?at={steps[1]}")
+        assert status == 409 and body["clusters"] == ["eu", "us"]
+        assert _json_of(f"{path}?cluster=eu&at=2026-11-18T11:06:40")[1]["error"] == "at_no_time_zone"
+        assert _json_of(f"{path}?cluster=eu")[1]["error"] == "at_missing"
+        # before the history began recording: a 4xx naming the horizon
+        status, body = _json_of(f"{path}?cluster=eu&at={steps[0] - 1}")
+        assert (status, body["error"]) == (410, "before_horizon") and body["horizon_ms"] == steps[0]
+        # a cluster without the history: 404 naming it; an id ending in "%2Foffsets" is a group
+        status, body = _json_of(f"{path}?cluster=off&at={steps[1]}")
+        assert (status, body["error"]) == (404, "offset_history_off")
+        status, _ = _json_of(f"{srv.url}/groups/{urllib.parse.quote('x/offsets', safe='')}?cluster=eu")
+        assert status == 404
+    finally:
+        srv.stop()

@@ -28,10 +28,12 @@ from hypothesis import HealthCheck, settings
 from lab.synthetic import RENDERER, exporter, feed_lag, tracker_of
 from lab.synthetic import settings as mirror_settings
 from state import codec
+from streaming.health.lag_history import LagHistory
 from streaming.serving.api import OPENAPI_PATH, Credentials, MirrorHTTPServer, routes
 from streaming.serving.burrow import lag_route
 from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
+from streaming.serving.ui import UiContext
 from tests.support.http import request, state_bytes
 
 #: ids a client must be able to ask for and get back exactly
@@ -45,6 +47,8 @@ WEIRD_IDS = [
     "x" * 65_536,
     "/leading",
     "orders/lag",  # a group, not the lag of "orders"
+    "orders/history",  # a group, not the history of "orders"
+    "<img src=x onerror=alert(1)>",
 ]
 
 
@@ -74,14 +78,17 @@ def _metrics() -> tuple[bytes, str]:
 @pytest.fixture(scope="module")
 def server() -> Iterator[MirrorHTTPServer]:
     mirror = exporter(mirror_settings(), _store())
-    feed_lag(mirror, (codec.decode(blob) for _, blob in mirror.store.states()))
     lag, burrow = tracker_of(mirror)
+    history = LagHistory(lag, 60, 10.0)
+    feed_lag(mirror, (codec.decode(blob) for _, blob in mirror.store.states()))
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
     srv = MirrorHTTPServer(("127.0.0.1", 0), mirror.store, status=_ready(), metrics=_metrics,
                            cluster_name=mirror.cluster,
                            request_timeout_s=1.0,
                            idle_timeout_s=1.0,
                            lag_route=lambda path: lag_route(lag, burrow, path, now_ms()),
+                           history=history, statuses=lambda: burrow.watcher.groups,
+                           ui=UiContext(lag_interval_s=10.0),
                            ).start()  # fmt: skip
     yield srv
     srv.stop()
@@ -121,6 +128,11 @@ def test_weird_group_ids_round_trip(server: MirrorHTTPServer, group_id: str) -> 
     assert status == 200 and lag["group_id"] == group_id and lag["partitions"][0]["lag"] == 2100 - 1000
     status, _, body = request(f"{server.url}/v3/kafka/synthetic/consumer/{quoted}/lag")
     assert status == 200 and json.loads(body)["status"]["group"] == group_id
+    status, _, body = request(f"{server.url}/groups/{quoted}/history")
+    history = json.loads(body)
+    assert status == 200 and history["group_id"] == group_id and history["lag"][-1] == 2100 - 1000
+    status, _, body = request(f"{server.url}/groups?q={quoted}")
+    assert status == 200 and group_id in [g["group_id"] for g in json.loads(body)["groups"]]
 
 
 def test_burrow_paths_answer_burrow_envelopes(server: MirrorHTTPServer) -> None:

@@ -69,7 +69,7 @@ def mixed() -> MirrorMetrics:
     m = exporter(settings())
     m.store.apply(0, [to_store_row(g) for g in groups])
     # empty-g's topic: the deleted-topic series; one of stable-g's the mirror may not read
-    feed_lag(m, groups, deleted_topics={"e"}, denied_topics={"stable-g.t1"})
+    feed_lag(m, groups, deleted_topics={"e"}, denied_topics={"stable-g.t1"}, moving=True)
     m.run.add_observed(
         {
             "records": 120,

@@ -42,6 +42,34 @@ def test_source_changes_are_reported_once_each_way() -> None:
     assert status.source_checked(None) is True and status.source_up
 
 
+def test_back_from_an_outage_is_not_ready_until_the_query_progresses() -> None:
+    """The cluster answers again while the query may still be blocked in the offset fetch it was
+    in when the cluster went away: /ready says "resuming" until a progress of the query."""
+    status = MirrorStatus()
+    status.set_targets({}, {0: 5})
+    status.advance({0: 5})
+    assert ready_body(status)[0]
+    status.source_checked("TimeoutException: no answer")
+    ok, body = ready_body(status)
+    assert not ok and body["reason"] == "source unavailable: TimeoutException: no answer"
+    status.source_checked(None)
+    ok, body = ready_body(status)
+    assert not ok and body["reason"].startswith("resuming:") and body["source_up"] is True
+    assert status.view().resuming
+    status.source_checked(None)  # more answers change nothing: it waits for the query
+    assert ready_body(status)[1]["reason"].startswith("resuming:")
+    status.advance({0: 5})  # a progress (an idle trigger's: the same positions)
+    ok, body = ready_body(status)
+    assert ok and body["reason"] is None and not status.view().resuming
+
+
+def test_a_start_with_the_source_up_is_not_resuming() -> None:
+    status = MirrorStatus()
+    status.source_checked(None)
+    status.set_targets({0: 5}, {0: 5})
+    assert ready_body(status)[0] and not status.view().resuming
+
+
 def test_a_batch_is_counted_once_unless_forced() -> None:
     status = MirrorStatus()
     assert status.count_batch(3) and not status.count_batch(3) and not status.count_batch(2)
