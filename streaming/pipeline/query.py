@@ -35,7 +35,7 @@ from streaming.pipeline.backfill import (
     write_wake,
 )
 from streaming.pipeline.prepare import GroupFilter, counter_names, make_decode_collapse_pack, packed_spark_ddl
-from streaming.pipeline.recovery import has_planned_batch
+from streaming.pipeline.recovery import has_planned_batch, planned_with_ticks
 from streaming.pipeline.sinks import OBSERVATION, MirrorSink
 from streaming.pipeline.source import read_source
 from streaming.serving.status import MirrorStatus
@@ -110,22 +110,26 @@ class MirrorQuery:
         if s.source == "kafka" and not has_planned_batch(self.spark, s.checkpoint_location):
             add_side_source(self.spark, s.checkpoint_location)
         side = s.source == "kafka" and has_seed(self.spark, s.checkpoint_location)
+        # the tick source only where the checkpoint's query was planned with it (every checkpoint
+        # made before the expiry wake): a query with the side input is woken instead
+        ticks = not side or planned_with_ticks(self.spark, s.checkpoint_location)
         out = self._plan(
             side,
             starting_offsets(s.topic, self.seed_ends) if side and self.seed_ends else "earliest",
+            ticks,
         )
         sink = self._new_sink()
         in_pool(self.spark, self.pool)
-        with no_data_batches(self.spark, enabled=not side):
+        with no_data_batches(self.spark, enabled=ticks):
             query = self._writer(out).foreachBatch(sink).start()
-        self.wakes = side
+        self.wakes = not ticks
         log.info(
             "query %s started (checkpoint %s%s)",
             query.id,
             s.checkpoint_location,
             ""
-            if side or s.source != "kafka"
-            else "; made before the side input: a micro-batch every trigger",
+            if not ticks or s.source != "kafka"
+            else "; made before the expiry wake: a micro-batch every trigger",
         )
         return query
 
@@ -137,7 +141,7 @@ class MirrorQuery:
     def remove_wakes(self, before_ms: int) -> int:
         return remove_wakes(self.spark, self.settings.checkpoint_location, before_ms)
 
-    def _plan(self, side: bool, starting: str) -> DataFrame:
+    def _plan(self, side: bool, starting: str, ticks: bool) -> DataFrame:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         s = self.settings
@@ -147,6 +151,7 @@ class MirrorQuery:
             sorted(self.status.targets()) or None,
             fail_on_data_loss=not self.status.drift_suspected("log_start"),
             starting_offsets=starting,
+            with_ticks=ticks,
         )
         # Spark's Kafka source runs one task per partition with new records (50 for a default
         # __consumer_offsets), each with ~0.1 s of fixed cost (Python worker round trip, the

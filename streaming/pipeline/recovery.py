@@ -58,6 +58,46 @@ def parse_offset_log(text: str, topic: str) -> dict[int, int] | None:
     return None
 
 
+def offset_log_has_ticks(text: str) -> bool:
+    """Whether one ``<checkpoint>/offsets/<batch>`` file holds the tick source's position
+    (`streaming.pipeline.source.ticks`: Spark's rate source, whose offset is a bare number, where
+    the Kafka source's and the file source's are JSON objects)."""
+    for line in text.splitlines()[2:]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, int) and not isinstance(data, bool):
+            return True
+    return False
+
+
+def _read_text(spark: SparkSession, path: Any) -> str:
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    stream = fs.open(path)
+    try:
+        return str(spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def planned_with_ticks(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the checkpoint's query was planned with the tick source: its last ``offsets/<n>``
+    file has the rate source's line.  A checkpoint with no planned batch has none (a new query
+    gets no ticks; Spark refuses a source added to, or taken from, a planned query)."""
+    jvm = spark._jvm
+    folder = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
+    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(folder):
+        return False
+    batches = [
+        int(st.getPath().getName()) for st in fs.listStatus(folder) if st.getPath().getName().isdigit()
+    ]
+    if not batches:
+        return False
+    return offset_log_has_ticks(_read_text(spark, jvm.org.apache.hadoop.fs.Path(folder, str(max(batches)))))
+
+
 def read_committed_offsets(spark: SparkSession, checkpoint: str, topic: str) -> dict[int, int] | None:
     """Where the last committed micro-batch left ``topic`` (the next offset to read per partition),
     from the checkpoint's ``commits/`` and ``offsets/`` logs; None without a committed batch."""

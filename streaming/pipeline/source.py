@@ -137,8 +137,12 @@ def ticks(spark: SparkSession) -> DataFrame:
     restart Spark (4.0 and 4.2) runs no micro-batch at all until a source has new data (whether
     another batch is needed is not restored from the checkpoint).  On a quiet cluster, offsets
     would then never expire in the mirror.  A source that always has data keeps batches -- and
-    timeouts -- running every trigger.  tests/test_streaming/test_pipeline/test_spark_workarounds.py
-    fails once Spark runs batches after such a restart: then this source can go."""
+    timeouts -- running every trigger, at the cost of a micro-batch every trigger on a quiet
+    cluster (most of an idle mirror's CPU).  Only queries planned with it keep it (Spark refuses a
+    source taken from a planned query: `streaming.pipeline.recovery.planned_with_ticks`); a new
+    checkpoint's query has the side input instead and is woken when a deadline is due
+    (`streaming.app.wake`).  tests/test_streaming/test_pipeline/test_spark_workarounds.py fails
+    once Spark runs batches after such a restart: then the wake's restart case can go too."""
     from pyspark.sql import functions as F
 
     return (
@@ -163,8 +167,10 @@ def read_source(
     *,
     fail_on_data_loss: bool = True,
     starting_offsets: str = "earliest",
+    with_ticks: bool = True,
 ) -> DataFrame:
-    """The records (Kafka or capture), with the tick rows that keep micro-batches running."""
+    """The records (Kafka or capture), with the tick rows that keep micro-batches running when
+    ``with_ticks`` (a query that can be woken instead -- `streaming.app.wake` -- has none)."""
     records = (
         read_capture(spark, settings)
         if settings.source == "capture"
@@ -176,4 +182,4 @@ def read_source(
             starting_offsets=starting_offsets,
         )
     )
-    return records.unionByName(ticks(spark))
+    return records.unionByName(ticks(spark)) if with_ticks else records

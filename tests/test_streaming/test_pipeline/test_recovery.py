@@ -22,7 +22,9 @@ from streaming.pipeline.recovery import (
     _summary_rows,
     has_committed_batch,
     has_planned_batch,
+    offset_log_has_ticks,
     parse_offset_log,
+    planned_with_ticks,
 )
 
 
@@ -33,6 +35,20 @@ def test_parse_offset_log_reads_the_kafka_source_line() -> None:
     assert parse_offset_log(text, "__consumer_offsets") == {0: 30, 1: 12}
     assert parse_offset_log(text, "other") is None
     assert parse_offset_log("v1\n{}\n-\n", "__consumer_offsets") is None
+
+
+#: the source lines of a query planned with the tick source, as Spark 4.2 wrote them in a test run:
+#: Kafka's, the rate source's (a bare number) and the side input's (the file source)
+TICKS_LINES = '{"__consumer_offsets":{"0":220,"1":81}}\n3\n{"logOffset":0}'
+
+
+def test_offset_log_has_ticks_finds_the_rate_sources_bare_number() -> None:
+    head = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"a":"1"}}\n'
+    assert offset_log_has_ticks(head + TICKS_LINES + "\n")
+    assert offset_log_has_ticks(head + '{"__consumer_offsets":{"0":1}}\n0\n')  # before the side input
+    assert not offset_log_has_ticks(head + '{"__consumer_offsets":{"0":220}}\n{"logOffset":4}\n')
+    assert not offset_log_has_ticks(head + '{"__consumer_offsets":{"0":220}}\n-\ntrue\n')
+    assert not offset_log_has_ticks("v1\n7\n")  # the header lines are not sources
 
 
 def test_each_state_rows_summary_and_what_stays_quarantined() -> None:
@@ -86,6 +102,11 @@ def test_the_checkpoints_logs_through_hadoop(spark: Any, tmp_path: Path) -> None
     assert SparkCheckpointFiles(spark, ran, "__consumer_offsets").committed_offsets() == {0: 9, 1: 3}
     assert SparkCheckpointFiles(spark, "file:" + ran, "other-topic").committed_offsets() is None
     assert not has_planned_batch(spark, str(tmp_path / "nowhere"))
+    # the tick source: read from the last planned batch's file
+    assert not planned_with_ticks(spark, new) and not planned_with_ticks(spark, ran)
+    assert not planned_with_ticks(spark, str(tmp_path / "nowhere"))
+    ticked = _checkpoint(tmp_path / "ticked", {0: TICKS_LINES, 1: TICKS_LINES.replace("\n3\n", "\n4\n")}, [0])
+    assert planned_with_ticks(spark, ticked) and planned_with_ticks(spark, "file:" + ticked)
 
 
 @pytest.mark.spark
