@@ -183,15 +183,7 @@ class MirrorProcess:
         return last
 
     def _wake(self) -> None:
-        """An empty file in the checkpoint's side input (`streaming.pipeline.backfill.write_wake`),
-        when the query reads one (a local checkpoint only)."""
-        from streaming.pipeline.backfill import wake_file
-
-        folder = Path(str(self.settings["checkpoint_location"]).removeprefix("file:")) / "seed"
-        if folder.is_dir():
-            name, data = wake_file(int(time.time() * 1000))
-            (folder / f".{name}.tmp").write_bytes(data)
-            (folder / f".{name}.tmp").rename(folder / name)
+        wake_local_checkpoint(Path(str(self.settings["checkpoint_location"]).removeprefix("file:")))
 
     def groups(self) -> dict[str, dict[str, Any]]:
         status, body = self.get("/groups", 60)
@@ -478,3 +470,18 @@ def compare_group(view: Any, status: int, snapshot: Any) -> str | None:
     if members != {m.member_id for m in view.members}:
         return f"members {sorted(members)} != {sorted(m.member_id for m in view.members)}"
     return None
+
+
+def wake_local_checkpoint(checkpoint: Path) -> bool:
+    """An empty file in a local checkpoint's side input (`streaming.pipeline.backfill.write_wake`),
+    as the mirror's own expiry wake writes one: its query, which runs no micro-batch without new
+    data, runs one.  False when the checkpoint has no side input (a query planned with ticks)."""
+    from streaming.pipeline.backfill import wake_file
+
+    folder = checkpoint / "seed"
+    if not folder.is_dir():
+        return False
+    name, data = wake_file(int(time.time() * 1000))
+    (folder / f".{name}.tmp").write_bytes(data)
+    (folder / f".{name}.tmp").rename(folder / name)
+    return True

@@ -10,6 +10,7 @@ and ends in the same state.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -260,7 +261,11 @@ def test_restart_resumes_from_the_checkpoint(mirror: Any, mirrors: Any, kafka: A
     assert again.recovered_groups == len(before)
     assert again.wait_ready(120)
     again.wait_batches(1, 120)
-    first = next(p for p in again.progress_history if p["batch_id"] > last_batch)
+    deadline = time.monotonic() + 30  # the progress follower reads Spark's progress after the sink
+    while not (later := [p for p in again.progress_history if p["batch_id"] > last_batch]):
+        assert time.monotonic() < deadline, again.progress_history[-3:]
+        time.sleep(0.2)
+    first = later[0]
     assert first["input_rows"] < sum(positions.values()), "re-read the topic from the start"
     after = {
         g["group_id"]: get(group_url(again, g["group_id"]))[1]
