@@ -20,3 +20,16 @@ def wait_for(
         shown = f": {seen()}" if seen else ""
         assert time.monotonic() < deadline, f"{what}: not within {timeout_s}s{shown}"
         time.sleep(0.5)
+
+
+def past_the_first_batch(mirror: Any) -> bool:
+    """The mirror is ready and its query ran a micro-batch after its first (batch 0: the seed, or
+    the catch-up).  On a quiet cluster that batch comes only when something wakes the query, as
+    the mirror's expiry wake does when a deadline is due: woken here (`ClusterMirror.nudge`, which
+    writes nothing while a batch runs or records wait)."""
+    if not mirror.status.ready or mirror.status.last_batch.batch_id < 0:
+        return False
+    if mirror.status.last_batch.batch_id >= 1:
+        return True
+    mirror.cluster.nudge()
+    return False

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.support.security import Security, doc_feature_acls, readme_acls
+from tests.support.waiting import past_the_first_batch
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -211,11 +212,7 @@ def test_the_mirror_goes_live(
     )  # fmt: skip
 
     def live_and_reconciled(m: Any) -> bool:
-        return bool(
-            m.status.ready
-            and m.status.last_batch.batch_id >= 1
-            and m.status.view().reconcile_rounds.get("ok")
-        )
+        return bool(past_the_first_batch(m) and m.status.view().reconcile_rounds.get("ok"))
 
     code, mirror = _serve_until(settings, spark, live_and_reconciled)
     assert code == 0

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.security import Acl, Security, readme_acls
+from tests.support.waiting import past_the_first_batch
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -42,7 +43,7 @@ def _settings(kafka: Any, tmp: Path, listener: str, user: str, password: str = "
 
 
 def _live(m: Any) -> bool:
-    return bool(m.status.ready and m.status.last_batch.batch_id >= 1)
+    return past_the_first_batch(m)
 
 
 def _serve(settings: Any, spark: Any, until_ready_s: float = 240.0, done: Any = _live) -> tuple[int, Any]:
