@@ -90,18 +90,26 @@ def tree_pids(root: int) -> list[int]:
     return out
 
 
-def _cpu_and_rss(pid: int) -> tuple[float, int]:
-    """CPU seconds (user + system, its own and its reaped children's) and resident bytes."""
+def _stat(pid: int) -> tuple[int, float, float, int] | None:
+    """(parent pid, own CPU seconds -- user + system --, its reaped children's, resident bytes), or
+    None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         with open(f"/proc/{pid}/statm") as fh:
             pages = int(fh.read().split()[1])
+        # fields[0] is field 3 (state): ppid 4, utime 14, stime 15, cutime 16, cstime 17
+        own = (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        reaped = (int(fields[13]) + int(fields[14])) / _CLK_TCK
+        return int(fields[1]), own, reaped, pages * _PAGE
     except (OSError, IndexError, ValueError):
-        return 0.0, 0
-    # fields[0] is field 3 (state): utime 14, stime 15, cutime 16, cstime 17
-    ticks = sum(int(f) for f in fields[11:15])
-    return ticks / _CLK_TCK, pages * _PAGE
+        return None
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, int]:
+    """CPU seconds (user + system, its own and its reaped children's) and resident bytes."""
+    st = _stat(pid)
+    return (0.0, 0) if st is None else (st[1] + st[2], st[3])
 
 
 def _pss(pid: int) -> int:
@@ -145,7 +153,10 @@ class TreeSampler:
     Spark's Python workers), sampled every ``interval_s`` in a thread.
 
     CPU counts every live process's own time plus the time of its children that exited and were
-    reaped (cutime/cstime), so a Python worker that came and went is still counted."""
+    reaped (cutime/cstime), so a Python worker that came and went is still counted -- and, where
+    the parent ignores SIGCHLD (PySpark's daemon does: the kernel reaps its workers, and their time
+    reaches no cutime), the time a process had when it was last seen (`departed`): without it a
+    worker exiting inside a window took its whole lifetime's CPU out of the window's total."""
 
     def __init__(self, root: int, interval_s: float = 0.1, *, pss: bool = False) -> None:
         self.root = root
@@ -157,8 +168,13 @@ class TreeSampler:
         self.pss = pss
         self.peak_pss = 0
         self.peak_pss_parts: dict[str, int] = {}
-        #: CPU seconds by `kind` at the last sample (`sample`)
+        #: CPU seconds by `kind` at the last sample (`sample`), `departed` included
         self.cpu_parts: dict[str, float] = {}
+        #: CPU seconds, by `kind`, of processes gone from the tree whose time no parent's cutime
+        #: took (their parent ignored SIGCHLD, or left too): as last sampled
+        self.departed: dict[str, float] = {}
+        #: the last sample's processes: pid -> (parent pid, kind, own CPU s, reaped children's CPU s)
+        self._seen: dict[int, tuple[int, str, float, float]] = {}
         self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu s, rss bytes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
@@ -168,17 +184,25 @@ class TreeSampler:
         parts: dict[str, int] = {}
         pss_parts: dict[str, int] = {}
         cpu_parts: dict[str, float] = {}
+        seen: dict[int, tuple[int, str, float, float]] = {}
         for pid in tree_pids(self.root):
-            c, r = _cpu_and_rss(pid)
-            cpu += c
-            rss += r
+            st = _stat(pid)
+            if st is None:
+                continue
+            ppid, own, reaped, r = st
             kind = "root" if pid == self.root else kind_of(pid)
+            seen[pid] = (ppid, kind, own, reaped)
+            rss += r
             parts[kind] = parts.get(kind, 0) + r
-            cpu_parts[kind] = cpu_parts.get(kind, 0.0) + c
+            cpu_parts[kind] = cpu_parts.get(kind, 0.0) + own + reaped
             if self.pss:
                 p = _pss(pid)
                 pss += p
                 pss_parts[kind] = pss_parts.get(kind, 0) + p
+        self._count_departed(seen)
+        for kind, c in self.departed.items():
+            cpu_parts[kind] = cpu_parts.get(kind, 0.0) + c
+        cpu = sum(cpu_parts.values())
         self.cpu_parts = cpu_parts
         if rss > self.peak_rss:
             self.peak_rss, self.peak_parts = rss, parts
@@ -186,6 +210,18 @@ class TreeSampler:
             self.peak_pss, self.peak_pss_parts = pss, pss_parts
         self.samples.append((time.monotonic(), cpu, rss))
         return cpu, rss
+
+    def _count_departed(self, seen: dict[int, tuple[int, str, float, float]]) -> None:
+        """The processes of the last sample gone from this one: their time goes to `departed`
+        unless their parent's reaped-children time grew by it (a parent that waited for them)."""
+        for pid, (ppid, kind, own, reaped) in self._seen.items():
+            if pid in seen:
+                continue
+            before, after = self._seen.get(ppid), seen.get(ppid)
+            grew = after[3] - before[3] if before is not None and after is not None else 0.0
+            if grew + 2 / _CLK_TCK < own + reaped:
+                self.departed[kind] = self.departed.get(kind, 0.0) + own + reaped
+        self._seen = seen
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from lab.proc import TreeSampler, tree_pids
 
@@ -46,3 +51,51 @@ def test_free_port_never_hands_out_a_port_twice() -> None:
 
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
+
+
+_PARENT = """
+import os, signal, sys, time
+if sys.argv[1] == "ignore":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as PySpark's daemon: the kernel reaps
+pid = os.fork()
+if pid == 0:  # the worker: burns ~0.5 s of CPU, then waits for the word to exit
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.02)
+    os._exit(0)
+if sys.argv[1] == "wait":
+    os.waitpid(pid, 0)  # its time goes to this process's cutime
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("parent", ["ignore", "wait"])
+def test_a_worker_that_exits_keeps_its_cpu_in_the_total(tmp_path: Path, parent: str) -> None:
+    """A process of the tree that exits between two samples takes none of its CPU out of the
+    total: reaped by a parent that ignores SIGCHLD (PySpark's daemon; the kernel reaps, no cutime
+    grows), its time as last sampled is kept in ``departed``; reaped by a parent that waits, its
+    time is in the parent's cutime and is not counted twice."""
+    word = tmp_path / "exit"
+    proc = subprocess.Popen([sys.executable, "-c", _PARENT, parent, str(word)])
+    try:
+        sampler = TreeSampler(proc.pid)
+        deadline = time.monotonic() + 30
+        while (len(tree_pids(proc.pid)) < 2 or sampler.sample()[0] < 0.45) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before, _ = sampler.sample()
+        assert len(tree_pids(proc.pid)) == 2 and before >= 0.45, before
+        word.write_text("")
+        while len(tree_pids(proc.pid)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after, _ = sampler.sample()
+        assert len(tree_pids(proc.pid)) == 1
+        assert before - 0.05 <= after <= before + 0.15, (before, after, sampler.departed)
+        if parent == "ignore":
+            assert sum(sampler.departed.values()) >= 0.45, sampler.departed
+        else:
+            assert not sampler.departed, sampler.departed
+    finally:
+        proc.kill()
+        proc.wait()
