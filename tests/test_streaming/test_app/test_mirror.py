@@ -200,7 +200,11 @@ def test_change_events_reach_files_and_kafka(
     mirror: Any, kafka: Any, scenarios: dict[str, Any], workdir: Path
 ) -> None:
     def both() -> tuple[list[dict[str, Any]], list[tuple[bytes | None, bytes | None]]]:
-        files = sorted((workdir / "events").glob("events-*.jsonl"))
+        # the batches' and the driver's events, and the lag rounds' consumer-health events
+        # (group_status_changed ...): every file the events topic has a record for
+        files = sorted(
+            f for pattern in ("events-*.jsonl", "health-*.jsonl") for f in (workdir / "events").glob(pattern)
+        )
         events = [json.loads(line) for f in files for line in f.read_text().splitlines()]
         return events, _read_topic(kafka.bootstrap, EVENTS_TOPIC)
 
