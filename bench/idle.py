@@ -14,7 +14,12 @@ e.g. ``git worktree add /tmp/before main``):
   process of its own; ``--settle-s`` after ``/ready`` (the seed batch, the first lag rounds), then
   ``--idle-s`` of no traffic at all: the CPU of the process tree over that window, in cores, and by
   process (the driver, Spark's JVM, the client JVM, the Python workers); RSS and PSS of the tree
-  at its end (ready + settle + idle: 5 minutes with the defaults), by process.
+  at its end (ready + settle + idle: 5 minutes with the defaults), by process.  Nothing asks the
+  mirror anything inside the window; after it, one ``GET /metrics`` as Prometheus would make it:
+  its CPU seconds, size and series, and the idle cores plus one such scrape every 30 s.  (Until
+  2026-11-29 the bench read its batch count off /metrics inside the window: at 10k x 50 that
+  scrape was most of the driver's figure.)  ``--py-spy PATH``: a profile of the driver over the
+  window, its busiest functions printed with the figures.
 * ``--expiry`` (on by default): a second broker with ``offsets.retention.minutes=1`` and its
   sweep every 60 s; a mirror with the same rules, caught up and quiet; then a few offsets-only
   groups commit once: when each offset leaves the mirror's ``GET /groups/{id}`` against its
@@ -70,6 +75,39 @@ def make_share_state_topic(bootstrap: str, seconds: float = 15.0) -> None:
     )
 
 
+def _py_spy(pid: int, args: argparse.Namespace, wd: Path) -> subprocess.Popen[bytes]:
+    """``py-spy record`` of the driver over the idle window (its threads' busy samples, raw)."""
+    cmd = [args.py_spy, "record", "--pid", str(pid), "--duration", str(int(args.idle_s)), "--rate", "50"]
+    cmd += ["--format", "raw", "--output", str(wd / "driver.raw"), "--nonblocking"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _py_spy_top(spy: subprocess.Popen[bytes], raw: Path, top: int = 20) -> dict[str, Any]:
+    """The driver's busy samples over the window: per thread, and the functions of this tree (and
+    the libraries they call) with the largest share of them, inclusive."""
+    spy.wait(60)
+    threads: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines() if raw.exists() else []:
+        stack, _, n_text = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(n_text)
+        total += n
+        frames = stack.split(";")
+        thread = next((f for f in frames if "_run (streaming/" in f or "work (streaming/" in f), frames[0])
+        threads[thread] = threads.get(thread, 0) + n
+        for f in set(frames):
+            inclusive[f] = inclusive.get(f, 0) + n
+    ranked = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
+    return {
+        "samples": total,
+        "threads": dict(sorted(threads.items(), key=lambda kv: -kv[1])[:8]),
+        "inclusive": {f: n for f, n in ranked},
+    }
+
+
 class IdleMirror(MirrorTool):
     """`MirrorTool`'s command with extra settings in the environment (``CM_*``)."""
 
@@ -100,25 +138,33 @@ def idle_run(tool: IdleMirror, run: int, args: argparse.Namespace) -> dict[str, 
                 time.sleep(1)
             first_batch_s = time.monotonic() - started - ready_s
             time.sleep(args.settle_s)
+            # the batch count is read off /metrics, whose render is a cost of its own (a scrape of
+            # the default per-partition series: seconds of CPU at 10k x 50): before the window
+            batches0 = batches(url)
+            time.sleep(2)
             sampler.sample()
             cpu0 = dict(sampler.cpu_parts)
-            batches0 = batches(url)
             began = time.monotonic()
+            spy = _py_spy(proc.pid, args, wd) if args.py_spy else None
             time.sleep(args.idle_s)
             sampler.sample()
             window = time.monotonic() - began
             cpu1 = dict(sampler.cpu_parts)
+            scrape = one_scrape(url, sampler)
             batches1 = batches(url)
             # the tree at the end of the window: RSS and PSS by process kind
             sampler.peak_rss = sampler.peak_pss = 0
             sampler.sample()
             parts = {k: round((cpu1.get(k, 0.0) - cpu0.get(k, 0.0)) / window, 3) for k in cpu1}
+            profile = _py_spy_top(spy, wd / "driver.raw") if spy is not None else None
             return {
                 "tree": tool.name,
                 "ready_s": round(ready_s, 1),
                 "first_batch_after_ready_s": round(first_batch_s, 1),
                 "idle_cores": round(sum(parts.values()), 3),
                 "idle_batches": batches1 - batches0,
+                **scrape,
+                "idle_cores_scraped_every_30s": round(sum(parts.values()) + scrape["scrape_cpu_s"] / 30, 3),
                 "idle_cores_parts": {k: v for k, v in sorted(parts.items()) if v},
                 "rss_mb": round(sampler.peak_rss / MB),
                 "rss_parts_mb": {k: round(v / MB) for k, v in sorted(sampler.peak_parts.items())},
@@ -126,6 +172,7 @@ def idle_run(tool: IdleMirror, run: int, args: argparse.Namespace) -> dict[str, 
                 "pss_parts_mb": {k: round(v / MB) for k, v in sorted(sampler.peak_pss_parts.items())},
                 "at_s_after_ready": round(time.monotonic() - started - ready_s),
                 "load": [round(x, 1) for x in os.getloadavg()],
+                **({"driver_profile": profile} if profile is not None else {}),
             }
         finally:
             sampler.stop()
@@ -146,6 +193,27 @@ def batches(url: str) -> int:
         for line in text.splitlines()
         if line.startswith("coordinator_mirror_batches_total")
     )
+
+
+def one_scrape(url: str, sampler: TreeSampler) -> dict[str, Any]:
+    """One ``GET /metrics`` of the idle mirror, as Prometheus would make it: the CPU it costs the
+    tree, its wall time, size and series (the render after a lag round changed the tracker)."""
+    import urllib.request
+
+    sampler.sample()
+    cpu0 = sum(sampler.cpu_parts.values())
+    began = time.monotonic()
+    with urllib.request.urlopen(f"{url}/metrics", timeout=300) as resp:
+        body = resp.read()
+    wall = time.monotonic() - began
+    sampler.sample()
+    series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+    return {
+        "scrape_cpu_s": round(sum(sampler.cpu_parts.values()) - cpu0, 2),
+        "scrape_wall_s": round(wall, 2),
+        "scrape_mb": round(len(body) / MB, 1),
+        "scrape_series": series,
+    }
 
 
 def _commit(bootstrap: str, groups: list[str], *, create: bool = False, pause_s: float = 0.0) -> None:
@@ -275,6 +343,8 @@ def main() -> int:
     ap.add_argument("--setting", action="append", default=[], metavar="CM_VAR=VALUE",
                     help="an extra setting of this tree's mirror (repeatable)")  # fmt: skip
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--py-spy", default=None, metavar="PATH",
+                    help="py-spy's binary: profile the driver over the idle window")  # fmt: skip
     args = ap.parse_args()
     from lab.broker import BrokerSettings, LocalKafka
 
@@ -323,10 +393,15 @@ def main() -> int:
                 )
         finally:
             ebroker.cleanup()
-    print("\n| tree | ready s | idle cores | batches | by process | RSS MB | PSS MB | PSS by kind | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| tree | ready s | idle cores | batches | by process | one /metrics scrape: CPU s, MB, series "
+        "| idle cores + a scrape every 30 s | RSS MB | PSS MB | PSS by kind | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in figures["runs"]:
         cells = [r[k] for k in ("tree", "ready_s", "idle_cores", "idle_batches", "idle_cores_parts")]
+        cells.append(f"{r['scrape_cpu_s']}, {r['scrape_mb']}, {r['scrape_series']}")
+        cells.append(r["idle_cores_scraped_every_30s"])
         cells += [r[k] for k in ("rss_mb", "pss_mb", "pss_parts_mb", "load")]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     mine = [r["idle_cores"] for r in figures["runs"] if r["tree"] == "after"]

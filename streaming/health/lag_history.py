@@ -244,7 +244,7 @@ class LagHistory:
                 and s.carry
                 and s.view is view
                 and not renamed
-                and not any(tp in moved for tp in s.keys)
+                and not (moved and any(tp in moved for tp in s.keys))
             ):
                 row, keys, abandoned, carry = s.row, s.keys, s.abandoned, True
             else:

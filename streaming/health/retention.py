@@ -78,17 +78,32 @@ class RetentionWatch:
         self.emit: Callable[[list[dict[str, Any]], int], object] | None = None
         #: bumped by every change of the counts: renderers cache on it
         self.version = 0
+        #: what the last round looked at: the log starts, the topic names, each group's view
+        self._starts: dict[tuple[str, int], int] = {}
+        self._names: dict[str, str] = {}
+        self._views: dict[str, object] = {}
         tracker.listeners.append(self.on_round)
 
     def on_round(self, r: LogOffsets) -> list[dict[str, Any]]:
-        """A round of log offsets: new losses counted, their events returned (and emitted)."""
+        """A round of log offsets: new losses counted, their events returned (and emitted).
+
+        A group is looked at again only when its view (committed offsets) changed, or when a log
+        start or a topic name changed: with both the same as last round, every one of its keys
+        was either not behind the log start or counted up to it then, so it has nothing new -- a
+        quiet cluster's round walks no group's offsets."""
         starts = {tp: e.earliest for tp, e in r.partitions.items() if e.earliest}
         events: list[dict[str, Any]] = []
         tracker = self.tracker
         name_of = tracker.name_of
         groups = tracker.items()
+        names = dict(tracker.topic_names)
+        everything = starts != self._starts or names != self._names
+        seen = self._views
+        todo = groups if everything else [(gid, v) for gid, v in groups if seen.get(gid) is not v]
+        self._starts, self._names = starts, names
+        self._views = {gid: view for gid, view in groups}
         with self._lock:
-            for gid, view in groups:
+            for gid, view in todo:
                 for (t, p), (committed, _) in view.offsets.items():
                     topic = name_of(t)
                     start = starts.get((topic, p))

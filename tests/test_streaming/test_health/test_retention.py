@@ -63,6 +63,30 @@ def test_a_stopped_group_loses_exactly_what_the_log_start_passes(watched: Any) -
     assert watch.lost_of(gid) == {("t", 0): 150, ("t", 1): 20}
 
 
+def test_a_round_looks_only_at_the_groups_and_partitions_that_changed(
+    watched: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quiet round walks no group's offsets; a group whose view changed is looked at with the
+    log starts unchanged, and a moved log start looks at every group again."""
+    tracker, watch, _ = watched
+    tracker.apply_groups([("a", group("a", {("t", 0): 100})), ("b", group("b", {("t", 1): 100}))])
+    starts = {("t", 0): 50, ("t", 1): 50}
+    tracker.apply_round(round_(1000, starts))
+    looked: list[str] = []
+    name_of = tracker.name_of
+    monkeypatch.setattr(tracker, "name_of", lambda t: looked.append(t) or name_of(t))
+    tracker.apply_round(round_(2000, starts))
+    assert looked == [] and watch.lost == {}
+    # b's offset reset to a position retention already deleted, the log start unchanged: counted
+    tracker.apply_groups([("b", group("b", {("t", 1): 20}))])
+    tracker.apply_round(round_(3000, starts))
+    assert looked == ["t"] and watch.lost_of("b") == {("t", 1): 30}
+    looked.clear()
+    tracker.apply_round(round_(4000, {("t", 0): 120, ("t", 1): 50}))  # a log start moved
+    assert sorted(looked) == ["t", "t"] and watch.lost_of("a") == {("t", 0): 20}
+    assert watch.lost_of("b") == {("t", 1): 30}  # counted once
+
+
 def test_the_counts_survive_a_restart_without_a_second_count(watched: Any) -> None:
     tracker, watch, _ = watched
     tracker.apply_groups([("g", group("g", {("t", 0): 100}))])

@@ -20,8 +20,11 @@ from state import codec
 from state.model import Group
 from state.replay import fold
 from state.snapshot import summary
+from streaming.health.lag import LagTracker
+from streaming.health.retention import RetentionWatch
 from streaming.serving.offset_history import (
     NO_OFFSET,
+    SNAPSHOT,
     HistoryError,
     OffsetHistory,
     pack,
@@ -258,6 +261,44 @@ def test_it_survives_a_restart_snapshot_and_journal(tmp_path: Path) -> None:
     third.load()
     assert [third.at("g/ü", m) for m in moments] == want
     assert third.recording_since_ms == h.recording_since_ms
+
+
+def test_a_snapshot_with_nothing_new_is_not_written_again(tmp_path: Path) -> None:
+    """A quiet cluster's history is not rewritten every ``save_interval_s``: a save writes only
+    after a batch, a settle (points packed and thinned) or new retention counts."""
+    log = Log()
+    clock = Clock(log.now_ms)
+    watch = RetentionWatch(LagTracker())
+    h = history(clock, tmp_path, retention=watch)
+    snap = tmp_path / SNAPSHOT
+    g = committed(log, "a+b/c=", {("t", 0): 1})
+    h.on_batch(0, [snapshot_row(g)])
+    h.save()
+    written = snap.stat().st_ino
+    h.maintain()
+    h.save()
+    assert snap.stat().st_ino == written  # nothing new: the same file
+    log.tick(MIN)
+    g = committed(log, "a+b/c=", {("t", 0): 2}, g)
+    clock.ms = log.now_ms
+    h.on_batch(1, [snapshot_row(g)])
+    h.save()  # a batch: written (the new file is made while the old one is still there)
+    assert snap.stat().st_ino != written and sorted(p.name for p in tmp_path.iterdir()) == [SNAPSHOT]
+    written = snap.stat().st_ino
+    watch.load([["a+b/c=", "t", 0, 5, 7]])
+    h.save()  # new retention counts: written
+    assert snap.stat().st_ino != written
+    written = snap.stat().st_ino
+    clock.ms += 3 * HOUR
+    assert h.maintain() == 1  # the points settle: written
+    h.save()
+    assert snap.stat().st_ino != written
+    written = snap.stat().st_ino
+    h.save()
+    assert snap.stat().st_ino == written
+    again = history(clock, tmp_path, retention=RetentionWatch(LagTracker()))
+    assert again.load() == 1 and again.at("a+b/c=", log.now_ms) == h.at("a+b/c=", log.now_ms)
+    assert again.retention is not None and again.retention.to_json() == [["a+b/c=", "t", 0, 5, 7]]
 
 
 def test_a_torn_journal_tail_is_read_up_to_the_tear(tmp_path: Path) -> None:
