@@ -322,14 +322,17 @@ class MirrorMetrics:
                 for m, samples in provider():
                     body.header(m)
                     body.samples(m, samples)
-            # the lag families: their own cached text (not counted in ``last_series``), written
-            # into the same buffer so the body is never copied
+            # the lag families: their own cached text, written into the same buffer so the body
+            # is never copied; their series count too (at 10k groups x 50 partitions they are
+            # 3 M of the 4.3 M)
             body.flush()
+            lag_series = 0
             if self.lag is not None:
                 body.out.write(self.lag.exposition())
+                lag_series = self.lag.last_series
             out = body.getvalue()
             self._last_size = len(out)
-            self.last_series = body.series
+            self.last_series = body.series + lag_series
             self.last_render_seconds = time.perf_counter() - started
             return out
 

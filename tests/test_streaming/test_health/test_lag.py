@@ -22,6 +22,7 @@ from streaming.health.lag import (
     lag_messages,
     lag_seconds,
 )
+from tests.support.replay import committed_group
 
 
 def _streams_group(topology: bool = True) -> Group:
@@ -47,15 +48,6 @@ def test_without_its_topology_a_streams_group_owns_no_partition_rather_than_a_to
     assert group_owners(_streams_group(topology=False)) == {}
 
 
-def _committing(gid: str, offsets: dict[tuple[str, int], int]) -> Group:
-    log = Log()
-    for (t, p), o in offsets.items():
-        log.commit(gid, t, p, o)
-    g = fold(None, log.records).group
-    assert g is not None
-    return g
-
-
 def test_wanted_follows_the_groups_and_the_names_a_round_brings() -> None:
     """The partitions a round reads: every group's committed and assigned ones, by name; an id no
     one names yet is left out until a round names it.  Kept between rounds while nothing changes
@@ -66,13 +58,13 @@ def test_wanted_follows_the_groups_and_the_names_a_round_brings() -> None:
     log.k848_stable_group("k848/ü", {"m1": (["named-t"], [tip(tid, 0, 1)])})
     g848 = fold(None, log.records).group
     assert g848 is not None
-    tracker.apply_groups([("a", _committing("a", {("t", 0): 1, ("t", 1): 2})), ("k848/ü", g848)])
+    tracker.apply_groups([("a", committed_group("a", {("t", 0): 1, ("t", 1): 2})), ("k848/ü", g848)])
     first = tracker.wanted()
     assert first == {("t", 0), ("t", 1)}  # the assignment's id: no name yet
     assert tracker.wanted() is first  # nothing changed: not walked again
     tracker.apply_round(LogOffsets(1000, {}, {tid: "named-t"}))
     assert tracker.wanted() == {("t", 0), ("t", 1), ("named-t", 0), ("named-t", 1)}
-    tracker.apply_groups([("b", _committing("b", {("u", 3): 5}))])
+    tracker.apply_groups([("b", committed_group("b", {("u", 3): 5}))])
     assert tracker.wanted() == {("t", 0), ("t", 1), ("named-t", 0), ("named-t", 1), ("u", 3)}
     tracker.apply_groups([("a", None)])
     assert tracker.wanted() == {("named-t", 0), ("named-t", 1), ("u", 3)}

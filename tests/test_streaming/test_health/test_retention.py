@@ -8,20 +8,9 @@ from typing import Any
 
 import pytest
 
-from lab.records import Log
-from state.model import Group
-from state.replay import fold
 from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
 from streaming.health.retention import RECORDS_LOST, Margin, RetentionWatch, margin
-
-
-def group(gid: str, offsets: dict[tuple[str, int], int]) -> Group:
-    log = Log()
-    for (t, p), o in offsets.items():
-        log.commit(gid, t, p, o)
-    g = fold(None, log.records).group
-    assert g is not None
-    return g
+from tests.support.replay import committed_group as group
 
 
 def round_(at_ms: int, starts: dict[tuple[str, int], int], end: int = 10_000) -> LogOffsets:
