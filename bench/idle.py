@@ -15,8 +15,9 @@ e.g. ``git worktree add /tmp/before main``):
   ``--idle-s`` of no traffic at all: the CPU of the process tree over that window, in cores, and by
   process (the driver, Spark's JVM, the client JVM, the Python workers); RSS and PSS of the tree
   at its end (ready + settle + idle: 5 minutes with the defaults), by process.  Nothing asks the
-  mirror anything inside the window; after it, one ``GET /metrics`` as Prometheus would make it:
-  its CPU seconds, size and series, and the idle cores plus one such scrape every 30 s.  (Until
+  mirror anything inside the window; after it (and after the RSS is read), one ``GET /metrics`` as
+  Prometheus would make it: its CPU seconds, size, series and the driver's peak RSS meanwhile, and
+  the idle cores plus one such scrape every 30 s.  (Until
   2026-11-29 the bench read its batch count off /metrics inside the window: at 10k x 50 that
   scrape was most of the driver's figure.)  ``--py-spy PATH``: a profile of the driver over the
   window, its busiest functions printed with the figures.
@@ -150,11 +151,13 @@ def idle_run(tool: IdleMirror, run: int, args: argparse.Namespace) -> dict[str, 
             sampler.sample()
             window = time.monotonic() - began
             cpu1 = dict(sampler.cpu_parts)
-            scrape = one_scrape(url, sampler)
-            batches1 = batches(url)
-            # the tree at the end of the window: RSS and PSS by process kind
+            # the tree at the end of the window (its last scrape 120 s before): RSS and PSS by kind
             sampler.peak_rss = sampler.peak_pss = 0
             sampler.sample()
+            rss, rss_parts = sampler.peak_rss, dict(sampler.peak_parts)
+            pss, pss_parts = sampler.peak_pss, dict(sampler.peak_pss_parts)
+            scrape = one_scrape(url, sampler)
+            batches1 = batches(url)
             parts = {k: round((cpu1.get(k, 0.0) - cpu0.get(k, 0.0)) / window, 3) for k in cpu1}
             profile = _py_spy_top(spy, wd / "driver.raw") if spy is not None else None
             return {
@@ -166,10 +169,10 @@ def idle_run(tool: IdleMirror, run: int, args: argparse.Namespace) -> dict[str, 
                 **scrape,
                 "idle_cores_scraped_every_30s": round(sum(parts.values()) + scrape["scrape_cpu_s"] / 30, 3),
                 "idle_cores_parts": {k: v for k, v in sorted(parts.items()) if v},
-                "rss_mb": round(sampler.peak_rss / MB),
-                "rss_parts_mb": {k: round(v / MB) for k, v in sorted(sampler.peak_parts.items())},
-                "pss_mb": round(sampler.peak_pss / MB),
-                "pss_parts_mb": {k: round(v / MB) for k, v in sorted(sampler.peak_pss_parts.items())},
+                "rss_mb": round(rss / MB),
+                "rss_parts_mb": {k: round(v / MB) for k, v in sorted(rss_parts.items())},
+                "pss_mb": round(pss / MB),
+                "pss_parts_mb": {k: round(v / MB) for k, v in sorted(pss_parts.items())},
                 "at_s_after_ready": round(time.monotonic() - started - ready_s),
                 "load": [round(x, 1) for x in os.getloadavg()],
                 **({"driver_profile": profile} if profile is not None else {}),
@@ -200,6 +203,7 @@ def one_scrape(url: str, sampler: TreeSampler) -> dict[str, Any]:
     tree, its wall time, size and series (the render after a lag round changed the tracker)."""
     import urllib.request
 
+    sampler.peak_rss = 0
     sampler.sample()
     cpu0 = sum(sampler.cpu_parts.values())
     began = time.monotonic()
@@ -209,6 +213,7 @@ def one_scrape(url: str, sampler: TreeSampler) -> dict[str, Any]:
     sampler.sample()
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     return {
+        "scrape_peak_driver_rss_mb": round(sampler.peak_parts.get("root", 0) / MB),
         "scrape_cpu_s": round(sum(sampler.cpu_parts.values()) - cpu0, 2),
         "scrape_wall_s": round(wall, 2),
         "scrape_mb": round(len(body) / MB, 1),

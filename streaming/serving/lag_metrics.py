@@ -44,7 +44,12 @@ class LagExporter:
         regex = settings.metrics_group_regex
         self.group_regex = re.compile(regex) if regex else None
         self._lock = threading.Lock()
+        #: the text of the last render, for scrapes until the tracker changes -- dropped at the
+        #: next round (`_forget`): the next scrape renders anew anyway (a round changes the
+        #: version), and at 10k groups x 50 partitions the text is ~330 MB the driver would
+        #: otherwise hold between scrapes
         self._cached: tuple[int, int, int, bytes] | None = None
+        tracker.listeners.append(self._forget)
         self.last_series = 0
         self.last_render_seconds = 0.0
 
@@ -66,6 +71,10 @@ class LagExporter:
             self._cached = (*key, body)
             self.last_render_seconds = time.perf_counter() - started
             return body
+
+    def _forget(self, _round: object) -> None:
+        with self._lock:
+            self._cached = None
 
     def _render(self) -> bytes:
         t = self.tracker
