@@ -73,8 +73,9 @@ class LagExporter:
             return body
 
     def _forget(self, _round: object) -> None:
-        with self._lock:
-            self._cached = None
+        # no lock: a render in progress holds it for seconds, and the lag round must not wait; a
+        # text a render stores after this carries the old version and is not served again
+        self._cached = None
 
     def _render(self) -> bytes:
         t = self.tracker
