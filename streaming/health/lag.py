@@ -362,30 +362,24 @@ class LagTracker:
         with self._lock:
             version = self._wanted_version
             cached = self._wanted
-            if cached is None or cached[0] != version:
-                groups = list(self.groups.values())
-                names = dict(self.topic_names)
-            else:
-                groups, names = [], self.topic_names
-        if cached is None or cached[0] != version:
+            stale = cached is None or cached[0] != version
+            groups = list(self.groups.values()) if stale else []
+            names = dict(self.topic_names)
+        if stale or cached is None:
             out: set[TopicPartition] = set()
             for v in groups:
                 for t, p in v.offsets:
                     out.add((names.get(t, t), p))
                 for t, p in v.owners:
                     out.add((names.get(t, t), p))
-            known = set(names.values())
-            cached = (version, frozenset((t, p) for t, p in out if not (is_kafka_uuid(t) and t not in known)))
+            cached = (version, _named(out, names))
             with self._lock:
                 if self._wanted_version == version:
                     self._wanted = cached
         more: set[TopicPartition] = set()
         for also in self._also_wanted:
             more |= also()
-        if not more:
-            return cached[1]
-        known = set(self.topic_names.values())
-        return cached[1] | {(t, p) for t, p in more if not (is_kafka_uuid(t) and t not in known)}
+        return cached[1] | _named(more, names) if more else cached[1]
 
     def subscribed(self) -> set[str]:
         """Every topic name some group's members subscribe to: the offsets reader checks that the
@@ -537,6 +531,12 @@ class LagTracker:
                 )
             )
         return rows
+
+
+def _named(tps: set[TopicPartition], names: Mapping[str, str]) -> frozenset[TopicPartition]:
+    """``tps`` without the topic ids no one names (ListOffsets needs names)."""
+    known = set(names.values())
+    return frozenset((t, p) for t, p in tps if not (is_kafka_uuid(t) and t not in known))
 
 
 def iter_lag(tracker: LagTracker) -> Iterator[tuple[str, GroupOffsets, list[PartitionLag]]]:
