@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from streaming.health.evaluator import Evaluator
-from streaming.health.lag import LagTracker, PartitionLag
+from streaming.health.lag import LagTracker, PartitionLag, TopicPartition
 from streaming.health.retention import RetentionWatch
 from streaming.health.rules import OK, REWIND, STALL, STATUS_NAMES, GroupStatus, PartitionStatus
 from streaming.health.window import STRIDE, Commit, commits_of
@@ -39,10 +39,15 @@ class StatusWatcher:
     """Status changes between evaluations, as change events (``group_status_changed``,
     ``offset_rewound``, ``partition_stalled``); the latest statuses for the metrics."""
 
-    def __init__(self, max_events: int = 1000) -> None:
+    def __init__(
+        self, max_events: int = 1000, key: Callable[[TopicPartition], TopicPartition] | None = None
+    ) -> None:
         self.groups: dict[str, int] = {}
-        self.partitions: dict[tuple[str, str, int], int] = {}
-        self._keys: dict[str, list[tuple[str, str, int]]] = {}  # group -> its keys in partitions
+        #: group -> topic-partition -> status; ``key`` shares the topic-partition tuples (the lag
+        #: tracker's `KeyTable`): one (group, topic, partition) tuple a partition was ~50 MB of
+        #: the driver at 10k groups x 50 partitions
+        self.partitions: dict[str, dict[TopicPartition, int]] = {}
+        self._key = key or (lambda tp: tp)
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
 
     def update(
@@ -52,6 +57,7 @@ class StatusWatcher:
         (the others are gone); else only those groups changed, and ``removed`` are gone."""
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
+        key = self._key
         for gs in statuses:
             seen.add(gs.group)
             before = self.groups.get(gs.group)
@@ -66,11 +72,12 @@ class StatusWatcher:
                     )
                 )
             self.groups[gs.group] = gs.status
-            keys: list[tuple[str, str, int]] = []
+            old = self.partitions.get(gs.group, {})
+            new: dict[TopicPartition, int] = {}
             for p in gs.partitions:
-                key = (gs.group, p.topic, p.partition)
-                keys.append(key)
-                if p.status != self.partitions.get(key) and p.status in (REWIND, STALL):
+                tp = key((p.topic, p.partition))
+                new[tp] = p.status
+                if p.status != old.get(tp) and p.status in (REWIND, STALL):
                     etype = "offset_rewound" if p.status == REWIND else "partition_stalled"
                     out.append(
                         _event(
@@ -82,11 +89,7 @@ class StatusWatcher:
                             offset=p.newest_offset,
                         )
                     )
-            for key in self._keys.get(gs.group, ()):
-                self.partitions.pop(key, None)
-            for key, p in zip(keys, gs.partitions, strict=True):
-                self.partitions[key] = p.status
-            self._keys[gs.group] = keys
+            self.partitions[gs.group] = new
         gone = (
             [g for g in self.groups if g not in seen]
             if removed is None
@@ -94,8 +97,7 @@ class StatusWatcher:
         )
         for gid in gone:
             self.groups.pop(gid, None)
-            for key in self._keys.pop(gid, ()):
-                self.partitions.pop(key, None)
+            self.partitions.pop(gid, None)
         self.events.extend(out)
         return out
 
@@ -146,7 +148,7 @@ class Burrow(Evaluator):
         self, tracker: LagTracker, cluster: str, intervals: int = 10, min_distance_s: float = 1.0
     ) -> None:
         super().__init__(tracker, cluster, intervals, min_distance_s)
-        self.watcher = StatusWatcher()
+        self.watcher = StatusWatcher(key=tracker.keys.key)
         self.host = socket.gethostname()
 
     def evaluate_all(

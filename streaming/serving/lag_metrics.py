@@ -137,14 +137,15 @@ class LagExporter:
                     out["coordinator_mirror_partition_catch_up_seconds"].append(
                         f'{g},topic="{escape(x.topic)}",partition="{x.partition}"}} {fmt(est.seconds)}'
                     )
+            part_status = watcher.partitions.get(gid, {}) if watcher is not None else None
             for x in rows:
                 if x.end is None:
                     continue  # end unknown (deleted topic, not read yet): no lag series, as they evict
                 labels = _partition_labels(g, x)
                 out["kafka_consumergroup_group_lag"].append(f"{labels}}} {fmt(x.lag)}")
                 out["kafka_consumergroup_group_lag_seconds"].append(f"{labels}}} {fmt(x.lag_seconds)}")
-                if watcher is not None:
-                    st = watcher.partitions.get((gid, x.topic, x.partition))
+                if part_status is not None:
+                    st = part_status.get((x.topic, x.partition))
                     if st is not None:
                         out["coordinator_mirror_consumer_partition_status"].append(
                             f'{g},topic="{escape(x.topic)}",partition="{x.partition}"}} {st}'

@@ -117,7 +117,7 @@ def test_incremental_evaluation_equals_full_evaluation(seed: int, monkeypatch: p
             assert _partitions(full, gid, now) == _lag_rows_oracle(full, gid), f"round {n}, {gid}"
         evaluated += inc.burrow.last_evaluated
     # every status was reached somewhere, and the incremental side skipped work
-    assert {s for s in full.burrow.watcher.partitions.values()} | {
+    assert {s for ps in full.burrow.watcher.partitions.values() for s in ps.values()} | {
         e["type"] for e in full.burrow.watcher.events
     } >= {"group_status_changed"}
     assert evaluated < 120 * len(groups)
@@ -160,9 +160,11 @@ def test_only_the_groups_whose_verdict_can_flip_are_evaluated_when_the_ring_move
     for k in range(2):  # the end moves once, then stays: the ring is [100, 200, 200]
         end_round(tracker, 2000 + 1000 * k, {tp: 200})
         burrow.evaluate_all(2000 + 1000 * k)
-    assert burrow.watcher.partitions[("behind", "t", 0)] == b.OK  # stopped, but caught up recently
+    assert burrow.watcher.partitions["behind"][("t", 0)] == b.OK  # stopped, but caught up recently
+    # the statuses' keys are the tracker's shared tuples, not one fresh tuple a partition a group
+    assert all(k is tracker.keys.key(("t", 0)) for ps in burrow.watcher.partitions.values() for k in ps)
     # the round where the 100 drops out: min 100 -> 200 flips commits in [100, 200)
     end_round(tracker, 4000, {tp: 200})
     burrow.evaluate_all(4000)
     assert burrow.last_evaluated == 1  # "behind" (120), not "caught-up" (200)
-    assert burrow.watcher.partitions[("behind", "t", 0)] == b.STOP
+    assert burrow.watcher.partitions["behind"][("t", 0)] == b.STOP

@@ -18,6 +18,7 @@ from streaming.health.lag import (
     LagTracker,
     LogOffsets,
     LookupTable,
+    PackedOffsets,
     group_owners,
     lag_messages,
     lag_seconds,
@@ -98,3 +99,36 @@ def test_lookup_table_follows_kafka_lag_exporter() -> None:
     t.add(500, 7000)  # the window slides
     assert t.points.tolist()[:2] == [200, 2000]
     assert lag_messages(10, 5) == 0 and lag_messages(5, 10) == 5
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 257])
+def test_packed_offsets_is_the_mapping_it_replaces(n: int) -> None:
+    """The lag view's offsets (`PackedOffsets`): the dict it replaced, item for item and in order --
+    offsets and times across int64's whole range, topic names and ids alike."""
+    want = {
+        ((f"t-{i % 7}" if i % 2 else kafka_uuid(bytes([i % 256]) * 15 + b"\xff")), i): (
+            (-1, 0) if i == 0 else (2**63 - 1 - i, i * 1_000_003)
+        )
+        for i in range(n)
+    }
+    packed = PackedOffsets(want.items())
+    assert len(packed) == n and list(packed) == list(want) and list(packed.items()) == list(want.items())
+    assert packed == want and dict(packed) == want
+    for tp, v in want.items():
+        assert tp in packed and packed[tp] == v and packed.get(tp) == v
+    assert ("absent", 0) not in packed and packed.get(("absent", 0)) is None
+    with pytest.raises(KeyError):
+        packed[("absent", 0)]
+
+
+def test_the_trackers_views_share_their_keys_and_pack_their_offsets() -> None:
+    tracker = LagTracker()
+    for i, gid in enumerate(("a", "b")):
+        log = Log()
+        log.commit(gid, "t", 0, 10 + i, commit_ts=500)
+        log.commit(gid, "t", 1, 20 + i, commit_ts=600)
+        tracker.apply_groups([(gid, fold(None, log.records, group_id=gid).group)])
+    a, b = tracker.groups["a"].offsets, tracker.groups["b"].offsets
+    assert isinstance(a, PackedOffsets) and dict(a) == {("t", 0): (10, 500), ("t", 1): (20, 600)}
+    assert dict(b) == {("t", 0): (11, 500), ("t", 1): (21, 600)}
+    assert all(x is y for x, y in zip(a, b, strict=True))  # one key tuple per partition, shared

@@ -237,3 +237,18 @@ def test_pack_round_trips_any_rows(seed: int) -> None:
             else:
                 rows[r, c] = rnd.choice((UNKNOWN, 0, rnd.randrange(0, 10**4), rnd.randrange(0, 2**62)))
     assert (unpack(pack(rows, base), rows.shape[0], width, base) == rows).all()
+
+
+def test_kept_keys_are_the_trackers_shared_tuples() -> None:
+    """Each group's history keeps its partitions' keys for as long as the history lives: they are
+    the tracker's `KeyTable` tuples, not a fresh tuple a partition a group (~31 MB at 10k x 50)."""
+    tracker = LagTracker()
+    history = LagHistory(tracker, minutes=60)
+    groups = [stable_classic(f"shared-{i}", 5) for i in range(3)]
+    tracker.apply_groups([(g.group_id, g) for g in groups])
+    parts = {tp: PartitionEnds(0, e[0] + 5, e[0] + 5) for g in groups for tp, e in g.offsets.items()}
+    tracker.apply_round(LogOffsets(T0, parts))
+    for g in groups:
+        keys = history._series[g.group_id].keys
+        assert sorted(keys) == sorted(g.offsets)
+        assert all(k is tracker.keys.key((k[0], k[1])) for k in keys)

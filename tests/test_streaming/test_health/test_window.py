@@ -82,7 +82,7 @@ def test_stopped_on_a_quiet_topic_through_the_tracker() -> None:
         end = 100 if k < 10 else 150  # the burst at round 10
         end_round(tracker, 3000 + 1000 * k, {tp: end})
         burrow.evaluate_all(3000 + 1000 * k)
-        statuses.append(burrow.watcher.partitions[("g", "t", 0)])
+        statuses.append(burrow.watcher.partitions["g"][("t", 0)])
     assert statuses[:9] == [b.OK] * 9  # no lag
     assert statuses[9:18] == [b.OK] * 9  # lag, stopped by Rule 3, but caught up recently
     assert statuses[18:] == [b.STOP] * 11

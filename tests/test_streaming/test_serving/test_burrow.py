@@ -124,7 +124,7 @@ def test_the_watcher_says_what_changed_once() -> None:
     rewound = w.update([_group("g", WARN, _part("t", REWIND, newest=5))], 4000)
     assert [e["type"] for e in rewound] == ["offset_rewound"] and rewound[0]["offset"] == 5
     assert len(w.events) == 3  # bounded: the oldest dropped
-    assert w.groups == {"g": WARN} and w.partitions == {("g", "t", 0): REWIND}
+    assert w.groups == {"g": WARN} and w.partitions == {"g": {("t", 0): REWIND}}
 
 
 def test_the_watcher_forgets_groups_gone_from_a_full_or_an_incremental_evaluation() -> None:
@@ -133,7 +133,7 @@ def test_the_watcher_forgets_groups_gone_from_a_full_or_an_incremental_evaluatio
     w.update([_group("a", OK, _part("t", OK))], 2000, removed=[])  # incremental: b untouched
     assert set(w.groups) == {"a", "b"}
     w.update([], 3000, removed=["b"])
-    assert set(w.groups) == {"a"} and ("b", "u", 0) not in w.partitions
+    assert set(w.groups) == {"a"} and "b" not in w.partitions
     w.update([], 4000)  # a full evaluation naming no group: every group is gone
     assert w.groups == {} and w.partitions == {}
 
