@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from streaming.health.lag import GroupOffsets, LagTracker, LogOffsets
@@ -123,9 +123,60 @@ class SampledEnds:
 
 
 # ------------------------------------------------------------------------------ the window
+class GroupWindows:
+    """One group's windows packed: its partitions' keys (the tracker's shared tuples), each one's
+    number of commits, and every window back to back in one ``array('q')``.  A dictionary of one
+    ``array('q')`` a partition was ~7 KB a group of 50 partitions holding one commit each (~75 MB
+    of the driver at 10k groups x 50, `bench/lag.py`); this is ~2.4 KB.  A change rebuilds the
+    group's arrays (`CommitHistory.record`); readers get copies (`items`)."""
+
+    __slots__ = ("data", "keys", "lens")
+
+    def __init__(self, windows: Mapping[tuple[str, int], Sequence[int]]) -> None:
+        self.keys: tuple[tuple[str, int], ...] = tuple(windows)
+        self.lens = array("I", (len(a) // STRIDE for a in windows.values()))
+        self.data = array("q")
+        for a in windows.values():
+            self.data.extend(a)
+
+    def items(self) -> Iterator[tuple[tuple[str, int], array[int]]]:
+        """(key, a copy of its window), in the order recorded."""
+        data, at = self.data, 0
+        for tp, n in zip(self.keys, self.lens, strict=True):
+            end = at + n * STRIDE
+            yield tp, data[at:end]
+            at = end
+
+    def newest(self) -> Iterator[tuple[tuple[str, int], int]]:
+        """(key, the offset of its newest commit) of every non-empty window, without copies."""
+        data, at = self.data, 0
+        for tp, n in zip(self.keys, self.lens, strict=True):
+            at += n * STRIDE
+            if n:
+                yield tp, data[at - STRIDE + OFFSET]
+
+    def spans(self) -> dict[tuple[str, int], Span]:
+        data, at, out = self.data, 0, {}
+        for tp, n in zip(self.keys, self.lens, strict=True):
+            first, at = at, at + n * STRIDE
+            if n:
+                last = at - STRIDE
+                out[tp] = (
+                    n,
+                    (data[first + TIMESTAMP], data[first + OFFSET]),
+                    (data[last + TIMESTAMP], data[last + OFFSET]),
+                    data[last + LAG],
+                    data[last + OBSERVED],
+                )
+        return out
+
+    def commits(self) -> int:
+        return sum(self.lens)
+
+
 class CommitHistory:
-    """Per group and partition, the last ``intervals`` commits, as flat ``array('q')``s
-    (offset, timestamp, lag or -1, observed): 32 bytes a commit."""
+    """Per group and partition, the last ``intervals`` commits, flat (offset, timestamp, lag or
+    -1, observed): 32 bytes a commit, packed a group at a time (`GroupWindows`)."""
 
     def __init__(self, ends: SampledEnds, intervals: int = 10, min_distance_s: float = 1.0) -> None:
         self.intervals = intervals
@@ -133,7 +184,7 @@ class CommitHistory:
         #: the ring a commit's lag is computed against
         self.ends = ends
         self._lock = threading.Lock()
-        self._groups: dict[str, dict[tuple[str, int], array[int]]] = {}
+        self._groups: dict[str, GroupWindows] = {}
         #: groups recorded (changed or deleted) since `take_dirty`
         self._dirty: set[str] = set()
 
@@ -157,7 +208,8 @@ class CommitHistory:
                 if view is None:
                     self._groups.pop(gid, None)
                     continue
-                old = self._groups.get(gid, {})
+                packed = self._groups.get(gid)
+                old = dict(packed.items()) if packed is not None else {}
                 new: dict[tuple[str, int], array[int]] = {}
                 for (t, p), (offset, ts) in view.offsets.items():
                     tp = key((tracker.name_of(t), p))
@@ -177,38 +229,27 @@ class CommitHistory:
                         if len(a) > width:
                             del a[:STRIDE]
                     new[tp] = a
-                self._groups[gid] = new
+                self._groups[gid] = GroupWindows(new)
 
     def window(self, group_id: str) -> dict[tuple[str, int], list[int]] | None:
         """A copy of the group's windows (for the HTTP routes' threads)."""
         with self._lock:
             g = self._groups.get(group_id)
-            return None if g is None else {tp: a.tolist() for tp, a in g.items()}
+        return None if g is None else {tp: a.tolist() for tp, a in g.items()}
 
     def live(self, group_id: str) -> dict[tuple[str, int], array[int]] | None:
-        """The group's windows themselves, no copy: only for the thread that also calls `record`
-        (the offsets thread evaluates between two of its own `record` calls)."""
+        """The group's windows for the offsets thread's evaluation (copies: the packed arrays are
+        rebuilt, never changed in place, so no lock is held while the rules read them)."""
         with self._lock:
-            return self._groups.get(group_id)
+            g = self._groups.get(group_id)
+        return None if g is None else dict(g.items())
 
     def spans(self, group_id: str) -> dict[tuple[str, int], Span]:
         """Per partition of the group's window its `Span`: what `streaming.health.catch_up` reads,
         without copying the window (a scrape reads every group's)."""
         with self._lock:
             g = self._groups.get(group_id)
-            if g is None:
-                return {}
-            return {
-                tp: (
-                    len(a) // STRIDE,
-                    (a[TIMESTAMP], a[OFFSET]),
-                    (a[-STRIDE + TIMESTAMP], a[-STRIDE + OFFSET]),
-                    a[-STRIDE + LAG],
-                    a[-STRIDE + OBSERVED],
-                )
-                for tp, a in g.items()
-                if a
-            }
+        return {} if g is None else g.spans()
 
     def groups(self) -> list[str]:
         with self._lock:
@@ -225,7 +266,7 @@ class CommitHistory:
         if not partitions:
             return set()
         with self._lock:
-            return {gid for gid, g in self._groups.items() if not g.keys().isdisjoint(partitions)}
+            return {gid for gid, g in self._groups.items() if not partitions.isdisjoint(g.keys)}
 
     def newest_between(self, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> set[str]:
         """The groups whose newest commit on one of the partitions of ``ranges`` lies in its
@@ -234,14 +275,17 @@ class CommitHistory:
             return set()
         out = set()
         with self._lock:
-            for gid, g in self._groups.items():
-                for tp in g.keys() & ranges.keys():
-                    lo, hi = ranges[tp]
-                    if lo <= g[tp][-STRIDE + OFFSET] < hi:
-                        out.add(gid)
-                        break
+            groups = list(self._groups.items())
+        for gid, g in groups:
+            if ranges.keys().isdisjoint(g.keys):
+                continue
+            for tp, newest in g.newest():
+                r = ranges.get(tp)
+                if r is not None and r[0] <= newest < r[1]:
+                    out.add(gid)
+                    break
         return out
 
     def memory_entries(self) -> int:
         with self._lock:
-            return sum(len(a) // STRIDE for g in self._groups.values() for a in g.values())
+            return sum(g.commits() for g in self._groups.values())

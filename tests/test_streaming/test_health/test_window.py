@@ -4,13 +4,16 @@ recently" flipped), and Rule 3's verdict on a quiet topic through the tracker.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from decoders.uuids import kafka_uuid
 from lab.records import Log
 from state.replay import fold
 from streaming.health import rules as b
 from streaming.health.lag import LagTracker, LogOffsets, PartitionEnds
-from streaming.health.window import CommitHistory, SampledEnds, commits_of, window_of
+from streaming.health.window import STRIDE, CommitHistory, GroupWindows, SampledEnds, commits_of, window_of
 from tests.support.burrow import commit, end_round, tracked_burrow
 
 
@@ -153,3 +156,23 @@ def test_what_changed_since_the_last_evaluation() -> None:
     assert history.newest_between({tp: (150, 250)}) == {"b"} and history.newest_between({}) == set()
     history.record([("a", None)], tracker)  # deleted
     assert history.window("a") is None and history.take_dirty() == {"a"}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_packed_group_windows_give_back_what_was_packed(seed: int) -> None:
+    """`GroupWindows` (one group's windows in one array): every window back as it was given, in
+    order, with its newest offset and `Span` -- empty groups, empty windows, windows of 1 to 12
+    commits, offsets and times across int64's range, topic names and ids alike."""
+    rng = random.Random(seed)
+    windows: dict[tuple[str, int], list[int]] = {}
+    for p in range(rng.choice([0, 1, 7, 60])):
+        topic = rng.choice(["t", "a-b.c_d", kafka_uuid(bytes([p % 256]) * 15 + b"\xff")])
+        n = rng.choice([0, 1, 2, 12])
+        windows[(topic, p)] = [rng.randrange(-1, 2**63) for _ in range(STRIDE * n)]
+    g = GroupWindows(windows)
+    assert {tp: a.tolist() for tp, a in g.items()} == windows and list(g.keys) == list(windows)
+    assert dict(g.newest()) == {tp: w[-STRIDE] for tp, w in windows.items() if w}
+    assert g.spans() == {
+        tp: (len(w) // STRIDE, (w[1], w[0]), (w[-3], w[-4]), w[-2], w[-1]) for tp, w in windows.items() if w
+    }
+    assert g.commits() == sum(len(w) for w in windows.values()) // STRIDE
