@@ -97,22 +97,46 @@ def class_archive_conf(settings: Mapping[str, str]) -> dict[str, str]:
 
 #: the garbage collector of a local-mode driver JVM, where no option names one (`gc_conf`)
 LOCAL_GC: Final = "-XX:+UseSerialGC"
+#: its heap: a small floor (the default initial heap, 1/64 of the machine's memory -- 384 MB on
+#: 24 GiB -- is also the least a heap shrinks to, and the mirror's live heap at 10k groups x 50 is
+#: ~130 MB), shrunk in one step at a full collection, where no option sets an initial heap
+LOCAL_HEAP: Final = "-Xms32m -XX:-ShrinkHeapInSteps"
+#: how often Spark's context cleaner asks for a full collection (Spark's default: 30min), which is
+#: when a serial heap shrinks
+LOCAL_PERIODIC_GC: Final = "4min"
+PERIODIC_GC_KEY: Final = "spark.cleaner.periodicGC.interval"
 
 
 def gc_conf(settings: Mapping[str, str], master: str) -> dict[str, str]:
-    """A local-mode driver JVM (which runs the tasks too) on the serial collector, ahead of the
-    options in ``settings``; nothing on a cluster, or when the options already name a collector.
+    """A local-mode driver JVM (which runs the tasks too) on the serial collector with a small
+    heap floor, and a full collection every `LOCAL_PERIODIC_GC`, ahead of the options in
+    ``settings``; nothing on a cluster, or when the options already name a collector (a user
+    tuning the JVM gets only what they give).
 
-    Why: in local mode the JVM shares its cores with Spark's Python workers and the driver's
-    Python, and G1's concurrent threads compete with them for nothing a heap of this size needs.
-    Measured (`bench/readiness.py`-style starts, 10k groups x 50 partitions, a 1 M-record backfill,
-    two runs each, alternated): the JVM's peak RSS 635 / 659 MB against 723 / 832 MB with G1, its
-    CPU to 25 s past ready 37.5 / 37.8 s against 41.4 / 41.9 s, ready 13.1 / 12.6 s against
-    14.6 / 14.1 s.  A user's ``-XX:+UseG1GC`` (or any other ``-XX:+Use...GC``) wins."""
+    Why the collector: in local mode the JVM shares its cores with Spark's Python workers and the
+    driver's Python, and G1's concurrent threads compete with them for nothing a heap of this
+    size needs.  Measured (`bench/readiness.py`-style starts, 10k groups x 50 partitions, a 1 M-record
+    backfill, two runs each, alternated): the JVM's peak RSS 635 / 659 MB against 723 / 832 MB
+    with G1, its CPU to 25 s past ready 37.5 / 37.8 s against 41.4 / 41.9 s, ready 13.1 / 12.6 s
+    against 14.6 / 14.1 s.  Why the heap: the committed heap never went below its 384 MB
+    initial size, ~130 MB of it live; `bench/idle.py` (10k x 50, two alternated pairs, 2026-11-29)
+    measured the JVM at 536 / 541 MB RSS ~6.5 minutes after ready against 604 / 603 MB, ready
+    30.6 / 17.1 s against 19.3 / 16.2 s (the 30.6 s a first run after the preload, as the before's
+    in the pair before it).  The price: a full collection (~0.3 s at this size) every 4 minutes.
+    A user's ``-XX:+UseG1GC`` (or any other ``-XX:+Use...GC``) wins, and so does a ``-Xms`` or
+    their own ``spark.cleaner.periodicGC.interval``."""
     given = settings.get("spark.driver.extraJavaOptions", "")
     if not master.startswith("local") or re.search(r"-XX:\+Use\w*GC\b", given):
         return {}
-    return {"spark.driver.extraJavaOptions": f"{LOCAL_GC} {given}" if given else LOCAL_GC}
+    options = [LOCAL_GC]
+    if not re.search(r"-Xms|InitialHeapSize", given):
+        options.append(LOCAL_HEAP)
+    if given:
+        options.append(given)
+    out = {"spark.driver.extraJavaOptions": " ".join(options)}
+    if PERIODIC_GC_KEY not in settings:
+        out[PERIODIC_GC_KEY] = LOCAL_PERIODIC_GC
+    return out
 
 
 #: lines the driver JVM writes to stderr outside log4j that say nothing a user can act on
