@@ -130,7 +130,11 @@ def test_a_restart_resumes_the_seeded_checkpoint(pair: Any, mirrors: Any, kafka:
         time.sleep(0.5)
     else:
         raise AssertionError((snap, expected))
-    first = min((p for p in again.progress_history if p["input_rows"]), key=lambda p: p["batch_id"])
+    # The batch's progress event reaches the listener after the batch has published its state.
+    while not (read := [p for p in again.progress_history if p["input_rows"]]):
+        assert time.monotonic() < deadline + 30, again.progress_history
+        time.sleep(0.5)
+    first = min(read, key=lambda p: p["batch_id"])
     assert first["input_rows"] < sum(positions.values()), "read the topic again"
 
 
