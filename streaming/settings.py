@@ -102,6 +102,15 @@ class Settings(BaseSettings):
         "seed batch: docs/performance.md); 'query' folds it in the query's first micro-batch.  A "
         "failed driver fold falls back to 'query'; an existing checkpoint resumes either way",
     )
+    preview: bool = Field(
+        True,
+        description="the driver follows __consumer_offsets itself (source=kafka) and folds each new "
+        "record into the group's served state with the query's own code as soon as it is written, "
+        "before the micro-batch that reads it: GET /groups and /metrics show a commit within ~0.1 s "
+        "of its write, also during a long batch (a big backfill's seed batch); the batch then "
+        "confirms the state, and its change events, the offsets feed and lag follow with it "
+        "(docs/operating.md). Off: the served state changes only when a micro-batch ends",
+    )
     trigger_interval_s: float = Field(
         0.5,
         gt=0,
@@ -753,7 +762,8 @@ def _hosts(servers: str) -> frozenset[str]:
 #: (the HTTP endpoint, Spark, logging, the JVMs' options and plugin jars, the source kind)
 CLUSTER_SETTINGS: Final = (
     "cluster_name", "bootstrap_servers", "kafka_options", "checkpoint_location", "topic",
-    "max_offsets_per_trigger", "backfill", "trigger_interval_s", "source_tasks", "shuffle_partitions",
+    "max_offsets_per_trigger", "backfill", "preview", "trigger_interval_s", "source_tasks",
+    "shuffle_partitions",
     "offsets_retention_minutes", "offsets_retention_check_interval_ms", "default_server_assignor",
     "expiry_semantics", "events_topic", "events_path", "offsets_topic", "output_bootstrap_servers",
     "output_kafka_options", "output_inherit_kafka_options", "metrics_per_partition",

@@ -13,6 +13,7 @@ offsets         the lag loop: log offsets, lag, Burrow              mirror-offse
 progress        the query's progress: readiness, batch history      mirror-progress
 offset-history  committed offsets over time (issue 38), if enabled  mirror-offset-history
 query           the streaming query: first start, drain at stop     Spark's
+preview         new records folded before their micro-batch         mirror-preview
 wake            a micro-batch when an expiry deadline is due        mirror-wake
 share-state     the ``__share_group_state`` query, supervised       mirror-share-state
 supervisor      restarts, source check, reconciliation, meta        mirror-supervisor
@@ -36,6 +37,7 @@ from streaming.app.drift import CheckpointClaim, DriftReporter
 from streaming.app.driver_events import DriverEvents
 from streaming.app.errors import UNREACHABLE_AT_START, classify
 from streaming.app.lag_loop import LagLoop
+from streaming.app.preview import Preview
 from streaming.app.reconcile import Reconciler
 from streaming.app.startup import Beginning, SourceCheck, ensure_output_topics, open_cluster, recover_store
 from streaming.app.supervisor import QueryRun, QuerySupervisor, RestartPolicy, SideQuerySupervisor
@@ -210,7 +212,7 @@ class QueryPart:
             recover=lambda: recover_store(spark, s, c.offset_config, c.store, c.lag_loop),
             start_query=definition.start,
             warm=self.session.wait_warm,
-            hand_over_backfill=lambda: self.backfill.hand_over(spark, definition),
+            hand_over_backfill=lambda: self._handed_over(self.backfill.hand_over(spark, definition)),
         )
         c.run.query = self.beginning.try_begin()
         if c.run.query is None:
@@ -220,6 +222,11 @@ class QueryPart:
                 s.topic,
                 s.topic_wait_interval_s,
             )
+
+    def _handed_over(self, ends: dict[int, int] | None) -> dict[int, int] | None:
+        if ends is not None and self.cluster.settings.preview:
+            self.cluster.store.cover(ends)  # the preview goes on from where the driver's read ended
+        return ends
 
     def begin(self) -> StreamingQuery | None:
         assert self.beginning is not None
@@ -397,6 +404,8 @@ class ClusterMirror:
             lambda: self.run.query,
             s.trigger_interval_s,
         )
+        #: the served states ahead of the micro-batches (`streaming.app.preview`)
+        self.preview = Preview(s, self._jvm, self.store, now_ms) if kafka and s.preview else None
         self.claim: CheckpointClaim | None = None
         self.reconciler: Reconciler | None = None
         self._source_check: SourceCheck | None = None
@@ -444,6 +453,7 @@ class ClusterMirror:
                 else []
             ),
             self.query,
+            *([self.preview] if self.preview is not None else []),
             self.wake,
             *([self.share_state] if self.share_state is not None else []),
             self.supervisor,

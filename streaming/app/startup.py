@@ -16,7 +16,7 @@ from state.config import OffsetConfig
 from streaming.app.errors import client_options_error, first_line
 from streaming.cluster.groups import ClusterClient
 from streaming.cluster.jvm import Jvm, KafkaCallError
-from streaming.pipeline.recovery import recover_snapshots
+from streaming.pipeline.recovery import read_committed_offsets, recover_snapshots
 from streaming.serving.status import MirrorStatus
 from streaming.serving.store import SnapshotStore
 from streaming.settings import Settings
@@ -105,6 +105,11 @@ def recover_store(
     found = list(rows)
     recovered = [(gid, blob, summ) for gid, blob, summ, _q in found if blob is not None and summ]
     n = store.load(recovered)
+    if settings.preview and settings.source == "kafka":
+        # the preview (`streaming.app.preview`) goes on from where the recovered states end
+        committed = read_committed_offsets(spark, settings.checkpoint_location, settings.topic)
+        if committed:
+            store.cover(committed)
     lag.apply((gid, blob) for gid, blob, _ in recovered)
     store.quarantine(
         {"group_id": gid, "error_type": "unknown", "message": q, "phase": "recovery"}

@@ -72,7 +72,7 @@ def offset_log_has_ticks(text: str) -> bool:
     return False
 
 
-def _read_text(spark: SparkSession, path: Any) -> str:
+def read_text(spark: SparkSession, path: Any) -> str:
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
     stream = fs.open(path)
     try:
@@ -95,7 +95,7 @@ def planned_with_ticks(spark: SparkSession, checkpoint: str) -> bool:
     ]
     if not batches:
         return False
-    return offset_log_has_ticks(_read_text(spark, jvm.org.apache.hadoop.fs.Path(folder, str(max(batches)))))
+    return offset_log_has_ticks(read_text(spark, jvm.org.apache.hadoop.fs.Path(folder, str(max(batches)))))
 
 
 def read_committed_offsets(spark: SparkSession, checkpoint: str, topic: str) -> dict[int, int] | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from state.events import RebalanceTimed
+from streaming.pipeline.recovery import parse_offset_log, read_text
 from streaming.serving.catalogue import REBALANCE_DURATION_BUCKETS, reason_label, record_type_label
 from streaming.serving.status import BatchStats, MirrorStatus
 from streaming.serving.store import SnapshotStore
@@ -222,7 +223,7 @@ class MirrorSink(InterruptibleSink):
             collected = time.monotonic()
             execution = self._execution(batch_id)
             observed = self.observed_counts(batch_id, execution) if self.on_observed is not None else None
-            self._apply(batch_id, rows, observed)
+            self._apply(batch_id, rows, observed, covered=self.batch_ends(batch_id))
             applied = time.monotonic()
             self._write_topics(df, batch_id)
         finally:
@@ -265,6 +266,23 @@ class MirrorSink(InterruptibleSink):
             if interruption_line(exc) is not None:
                 raise  # query.stop(): the batch is interrupted (and run again)
             return exc
+
+    def batch_ends(self, batch_id: int) -> dict[int, int] | None:
+        """Where the batch's read of the topic ends (the next offset per partition, from the
+        checkpoint's ``offsets/<batch>``), for the preview (`streaming.app.preview`); None with the
+        preview off, or when the file cannot be read (the preview then waits for the next batch)."""
+        s = self.settings
+        if not (s.preview and s.source == "kafka"):
+            return None
+        try:
+            jvm = self.spark._jvm
+            path = jvm.org.apache.hadoop.fs.Path(f"{s.checkpoint_location.rstrip('/')}/offsets/{batch_id}")
+            return parse_offset_log(read_text(self.spark, path), s.topic)
+        except Exception as exc:
+            if interruption_line(exc) is not None:
+                raise
+            log.debug("batch %d: its offsets could not be read: %s", batch_id, exc)
+            return None
 
     @staticmethod
     def batch_timestamp_ms(execution: Any) -> int | None:
@@ -355,6 +373,7 @@ class MirrorSink(InterruptibleSink):
         *,
         count: bool = False,
         events_name: str | None = None,
+        covered: Mapping[int, int] | None = None,
     ) -> None:
         snapshots: list[tuple[str, bytes | None, dict[str, Any] | None]] = []
         events: list[str] = []
@@ -375,7 +394,7 @@ class MirrorSink(InterruptibleSink):
                 errors.append(json.loads(r.body))
             elif r.kind == "quarantine":
                 quarantined.append(json.loads(r.body))
-        self.store.apply(batch_id, snapshots)
+        self.store.apply(batch_id, snapshots, covered)
         # a batch run again (the query restarted from the checkpoint after this sink saw it, before
         # its commit) is applied again -- the same values -- but counted once
         fresh = self.status.count_batch(batch_id, force=count)

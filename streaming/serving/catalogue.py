@@ -640,6 +640,22 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         source="sink quarantine rows",
     ),
     _m(
+        "coordinator_mirror_preview_groups_total",
+        "counter",
+        "The preview's folds of a group's new records before their micro-batch (setting preview), by "
+        "outcome: folded (served at once), left (to the group's micro-batch: a fold that failed, a "
+        "quarantined group, or records a batch had already applied).",
+        "outcome",
+        source="the preview",
+    ),
+    _m(
+        "coordinator_mirror_preview_ahead_groups",
+        "gauge",
+        "Groups served with a state the preview folded and their micro-batch has not made yet (0 with "
+        "the preview off; it rises with a long batch, such as a big backfill's seed batch).",
+        source="the preview",
+    ),
+    _m(
         "coordinator_mirror_reconcile_mismatches",
         "gauge",
         "Groups on which the mirror and the coordinators' ListGroups disagreed for two rounds in a row, "

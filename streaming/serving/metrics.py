@@ -188,6 +188,10 @@ class MirrorMetrics:
             ((c,), share.failures if share is not None else 0)
         ]
         out["coordinator_mirror_groups_quarantined"] = [((c,), len(store.quarantined))]
+        out["coordinator_mirror_preview_groups_total"] = [
+            ((c, outcome), n) for outcome, n in store.preview_counts.items()
+        ]
+        out["coordinator_mirror_preview_ahead_groups"] = [((c,), store.ahead())]
         out["coordinator_mirror_reconcile_mismatches"] = [
             ((c, side), len(status.mismatches.get(side, ())))
             for side in ("missing_in_coordinator", "missing_in_mirror")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from streaming.serving.timeline import Timeline
@@ -77,27 +77,131 @@ class SnapshotStore:
         #: (next expiry deadline, group id) of every state applied since, earliest first -- an
         #: entry outlived by a newer state of its group is dropped when it comes up (`due_deadline`)
         self._deadlines: list[tuple[int, str]] = []
+        #: where the states applied so far have read the topic to: the next offset per partition
+        #: of the last micro-batch applied (or of the driver's backfill, or of the checkpoint's
+        #: last committed batch at a restart); None until known
+        self._covered: dict[int, int] | None = None
+        #: groups whose state the preview (`streaming.app.preview`) folded past ``_covered``:
+        #: group id -> (partition, the last offset folded) -- a micro-batch that has not read that
+        #: far leaves the group's state as the preview made it
+        self._ahead: dict[str, tuple[int, int]] = {}
+        #: groups the preview must leave alone until a micro-batch reads past an offset: group id
+        #: -> (partition, offset) -- records of them it could not fold on a state that had them all
+        self._held: dict[str, tuple[int, int]] = {}
+        #: the preview's calls by outcome: "folded", "left" (to the group's micro-batch)
+        self.preview_counts: dict[str, int] = {"folded": 0, "left": 0}
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
-    def apply(self, batch_id: int, groups: Iterable[GroupRow]) -> None:
+    def apply(
+        self, batch_id: int, groups: Iterable[GroupRow], covered: Mapping[int, int] | None = None
+    ) -> None:
         """``groups``: (group id, state bytes -- None if the group was deleted --, summary).  A
-        summary is required with state bytes.  ``batch_id`` is the micro-batch's (for the log)."""
+        summary is required with state bytes.  ``batch_id`` is the micro-batch's (for the log);
+        ``covered``: where its read ended (the next offset per partition), when known.
+
+        A group the preview has folded past what this batch read keeps the preview's state: it
+        already holds this batch's records of the group, and later ones."""
         with self._lock:
+            if covered is not None:
+                self._cover(covered)
+            ahead = self._ahead
             for group_id, blob, summary in groups:
-                # a fold that succeeded: the group left quarantine; a new record: it exists again
-                self.quarantined.pop(group_id, None)
-                self.gone.pop(group_id, None)
-                self._uncache(group_id)
-                if blob is None:
-                    if self._groups.pop(group_id, None) is not None:
-                        self.timeline.retire((group_id,))
+                if ahead and self._is_ahead(group_id):
                     continue
-                if summary is None or self.renderer is None:
-                    raise ValueError(
-                        f"batch {batch_id}, group {group_id!r}: state bytes need a summary and a renderer"
-                    )
-                self._groups[group_id] = (blob, summary)
-                self._index_deadline(group_id, summary)
+                self._put(batch_id, group_id, blob, summary)
+
+    def _put(self, batch_id: int, group_id: str, blob: bytes | None, summary: dict[str, Any] | None) -> None:
+        # a fold that succeeded: the group left quarantine; a new record: it exists again
+        self.quarantined.pop(group_id, None)
+        self.gone.pop(group_id, None)
+        self._uncache(group_id)
+        if blob is None:
+            if self._groups.pop(group_id, None) is not None:
+                self.timeline.retire((group_id,))
+            return
+        if summary is None or self.renderer is None:
+            raise ValueError(
+                f"batch {batch_id}, group {group_id!r}: state bytes need a summary and a renderer"
+            )
+        self._groups[group_id] = (blob, summary)
+        self._index_deadline(group_id, summary)
+
+    # -- the preview (`streaming.app.preview`: the driver folds new records before their batch) --
+    def cover(self, covered: Mapping[int, int]) -> None:
+        """The states held have read the topic up to ``covered`` (the next offset per partition):
+        the driver's backfill, or the checkpoint's last committed batch at a restart."""
+        with self._lock:
+            self._cover(covered)
+
+    def _cover(self, covered: Mapping[int, int]) -> None:
+        mine = self._covered if self._covered is not None else {}
+        for p, at in covered.items():
+            if at > mine.get(p, -1):
+                mine[p] = int(at)
+        self._covered = mine
+        for held in (self._ahead, self._held):
+            if held:
+                for gid in [g for g, (p, last) in held.items() if mine.get(p, -1) > last]:
+                    del held[gid]
+
+    def _is_ahead(self, group_id: str) -> bool:
+        found = self._ahead.get(group_id)
+        return found is not None and (self._covered or {}).get(found[0], -1) <= found[1]
+
+    def covered(self) -> dict[int, int] | None:
+        """Where the states held have read the topic to (None: not known yet)."""
+        with self._lock:
+            return None if self._covered is None else dict(self._covered)
+
+    def preview(
+        self,
+        group_id: str,
+        partition: int,
+        first: int,
+        last: int,
+        fold: Callable[[bytes | None], tuple[bool, bytes | None, dict[str, Any] | None]],
+    ) -> bool:
+        """Fold one group's new records -- offsets ``first`` to ``last`` of ``partition``, none
+        of them in the state held -- into its state now, before the micro-batch that reads them.
+        ``fold(state bytes or None)`` returns (ok, the new state bytes -- None: deleted --, its
+        summary); not ok (the fold failed): the group is left to its batch.  False when the group
+        was left alone: quarantined, its state already holding some of these records (a batch
+        applied since they were read), or held until a batch reads past records it could not
+        preview."""
+        with self._lock:
+            covered = self._covered
+            if covered is None:
+                return False
+            held = self._held.get(group_id)
+            ahead = self._ahead.get(group_id)
+            if (
+                group_id in self.quarantined
+                or (held is not None and covered.get(held[0], -1) <= held[1])
+                or first < covered.get(partition, 0)
+                or (ahead is not None and first <= ahead[1])
+            ):
+                # every record refused holds the group: a later preview would lack it
+                return self._hold(group_id, partition, last)
+            found = self._groups.get(group_id)
+            ok, blob, summary = fold(found[0] if found is not None else None)
+            if not ok:
+                return self._hold(group_id, partition, last)
+            self._put(-1, group_id, blob, summary)
+            self._ahead[group_id] = (partition, last)
+            self.preview_counts["folded"] += 1
+            return True
+
+    def ahead(self) -> int:
+        """How many groups are served with a state their micro-batch has not made yet."""
+        with self._lock:
+            covered = self._covered or {}
+            return sum(1 for p, last in self._ahead.values() if covered.get(p, -1) <= last)
+
+    def _hold(self, group_id: str, partition: int, last: int) -> bool:
+        held = self._held.get(group_id)
+        self._held[group_id] = (partition, max(last, held[1] if held is not None else -1))
+        self.preview_counts["left"] += 1
+        return False
 
     def load(self, groups: Iterable[tuple[str, bytes, dict[str, Any]]]) -> int:
         """Bulk-load groups recovered from the checkpointed state at start."""

@@ -43,15 +43,15 @@ def live_settings(bootstrap: str, work: Path, **settings: Any) -> Any:
     ``work`` and an ephemeral HTTP port."""
     from streaming.settings import load_settings
 
-    return load_settings(
-        bootstrap_servers=bootstrap,
-        checkpoint_location=str(work / "checkpoint"),
-        trigger_interval_s=1.0,
-        shuffle_partitions=2,
-        http_port=0,
-        lag_interval_s=1.0,
-        **settings,
-    )
+    defaults = {
+        "bootstrap_servers": bootstrap,
+        "checkpoint_location": str(work / "checkpoint"),
+        "trigger_interval_s": 1.0,
+        "shuffle_partitions": 2,
+        "http_port": 0,
+        "lag_interval_s": 1.0,
+    }
+    return load_settings(**(defaults | settings))
 
 
 class RunningMirrors:

@@ -76,6 +76,26 @@ public final class TopicDump {
   }
 
   /**
+   * Follow {@code topic} with no end (the mirror's preview): {@code positions} holds {partition,
+   * offset} pairs, each partition read from that offset on. A position below the partition's log
+   * start (records removed meanwhile) reads from the log start.
+   */
+  public void follow(String topic, long[] positions) throws Exception {
+    List<TopicPartition> tps = new ArrayList<>();
+    for (int i = 0; i + 1 < positions.length; i += 2) {
+      TopicPartition tp = new TopicPartition(topic, (int) positions[i]);
+      tps.add(tp);
+      ends.put(tp, Long.MAX_VALUE);
+    }
+    consumer.assign(tps);
+    Map<TopicPartition, Long> starts = consumer.beginningOffsets(tps);
+    for (int i = 0; i + 1 < positions.length; i += 2) {
+      TopicPartition tp = tps.get(i / 2);
+      consumer.seek(tp, Math.max(positions[i + 1], starts.get(tp)));
+    }
+  }
+
+  /**
    * One poll: i32 partition count and per assigned partition its number and position after the poll
    * (past transaction markers and aborted records, which read_committed skips); then i32 record
    * count and per record i32 partition, i64 offset, i64 timestamp, key and value (null: a

@@ -1,0 +1,96 @@
+"""The preview (`streaming.app.preview`) on the session broker: groups of every kind made after
+ready are served by a mirror whose query runs no micro-batch meanwhile (a trigger of an hour), and
+served exactly as a mirror without the preview serves them once its batches have folded them; then
+the preview's mirror restarted runs its batches over the same records and ends in the same state.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.support.http import get
+from tests.support.live_mirror import group_url, live_settings
+
+#: scenarios run after the mirrors are ready: classic and KIP-848 groups joining, leaving and
+#: committing, transactional commits (committed and aborted), deletions of groups and offsets, a
+#: kafka-python group, a group that only assigns
+SCENARIOS = (
+    "classic_range",
+    "member_leave",
+    "kafka_python_empty",
+    "assign_only",
+    "kip848_consumer",
+    "txn_commit",
+    "txn_abort",
+    "delete_group",
+    "delete_offsets",
+)
+
+
+def _groups(mirror: Any, names: set[str]) -> dict[str, Any]:
+    return {gid: get(group_url(mirror, gid)) for gid in sorted(names)}
+
+
+def _agree(preview: Any, reference: Any, names: set[str], timeout_s: float) -> dict[str, Any]:
+    """The two mirrors' answers for ``names`` once they agree (the reference's batches follow)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        mine, theirs = _groups(preview, names), _groups(reference, names)
+        if mine == theirs:
+            return mine
+        if time.monotonic() > deadline:
+            diff = {g: (mine[g], theirs[g]) for g in names if mine[g] != theirs[g]}
+            raise AssertionError(diff)
+        time.sleep(1)
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+def test_the_preview_serves_what_the_batches_will(
+    mirrors: Any, spark: Any, kafka: Any, scenarios: dict[str, Any], tmp_path: Any
+) -> None:
+    from lab.lab import Lab
+    from lab.scenarios import run_scenarios
+
+    reference = mirrors.start(
+        live_settings(kafka.bootstrap, tmp_path / "reference", preview=False), ready_s=300
+    )
+    settings = live_settings(kafka.bootstrap, tmp_path / "preview", preview=True, trigger_interval_s=3600.0)
+    mirror = mirrors.start(settings, ready_s=300, spark=spark.newSession())
+    mirror.wait_batches(1, 120)  # the seed batch (a trigger's first batch runs at once)
+    batches = mirror.status.last_batch.batch_id
+    assert mirror.store.covered(), "the preview knows where the served states end"
+
+    lab = Lab(kafka.bootstrap, kafka.settings.kafka_version, run_id="pv")
+    try:
+        made = run_scenarios(lab, SCENARIOS)
+    finally:
+        lab.close()
+    names = {gid for result in made.values() for gid in result.groups}
+    assert len(names) >= len(SCENARIOS)
+
+    served = _agree(mirror, reference, names, 120)
+    # every one of them came through the preview: the mirror ran no micro-batch meanwhile
+    assert mirror.status.last_batch.batch_id == batches
+    exists = {g for g, (code, _body) in served.items() if code == 200}
+    assert {g for g in names if "deleted" not in g and "abort" not in g} <= exists
+    assert not any(code == 200 and body.get("exists") for g, (code, body) in served.items() if "deleted" in g)
+    txn = next(iter(made["txn_commit"].groups))
+    assert {o["offset"] for o in served[txn][1]["offsets"]} == {3, 4}
+    aborted = next(iter(made["txn_abort"].groups))
+    assert served[aborted][0] == 404 or not served[aborted][1]["offsets"]
+    assert mirror.store.preview_counts["folded"] >= len(names)
+    assert mirror.store.ahead() >= len(names) - 2  # the aborted transaction made no group
+
+    # restarted with its batches running: they read every record the preview folded, and the
+    # served states are the same
+    mirror.stop()
+    again = mirrors.start(
+        settings.model_copy(update={"trigger_interval_s": 1.0}), ready_s=300, spark=spark.newSession()
+    )
+    again.wait_batches(1, 120)
+    assert again.status.last_batch.batch_id > batches
+    assert _agree(again, reference, names, 60) == served
