@@ -9,7 +9,10 @@ groups of committed offsets; then ``--runs`` rounds, each a fresh ``python -m be
 --one`` process per variant, alternated:
 
 * ``default``: the mirror as it ships (no Python worker warm-up while the driver folds);
+* ``no-preview``: the setting ``preview`` off (the commit shows when its micro-batch ends);
 * ``warm-workers``: the workers warmed while the driver folds, as for a checkpoint the query folds.
+
+``--variants`` picks them (default: ``default no-preview``).
 
 Each prints ready (s from ``Mirror.start``), visible after ready (s), the query's start, and batch
 0's and batch 1's Spark durations.  Figures only; nothing is asserted.
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 TOPIC = "first-batch-t"
+VARIANTS = ("default", "no-preview", "warm-workers")
 PARTITIONS = 3
 
 
@@ -53,7 +57,12 @@ def one(bootstrap: str, variant: str) -> dict[str, Any]:
     if variant == "warm-workers":
         cluster_mirror.BackfillPart.will_fold = lambda self: False  # type: ignore[method-assign]
     work = Path(tempfile.mkdtemp(prefix="first-batch-"))
-    settings = load_settings(bootstrap_servers=bootstrap, checkpoint_location=str(work / "ckpt"), http_port=0)
+    settings = load_settings(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(work / "ckpt"),
+        http_port=0,
+        **({"preview": False} if variant == "no-preview" else {}),
+    )
     began = time.monotonic()
     mirror = Mirror(settings).start()
     try:
@@ -93,6 +102,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--groups", type=int, default=11)
+    ap.add_argument(
+        "--variants", nargs="+", default=["default", "no-preview"], choices=VARIANTS, help="alternated"
+    )
     ap.add_argument("--one", nargs=2, metavar=("BOOTSTRAP", "VARIANT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -112,7 +124,7 @@ def main() -> int:
             _commit(broker.bootstrap, f"first-batch-g{g}", 3 + g)
         results: list[dict[str, Any]] = []
         for _ in range(args.runs):
-            for variant in ("default", "warm-workers"):
+            for variant in args.variants:
                 out = subprocess.run(
                     [sys.executable, "-m", "bench.first_batch", "--one", broker.bootstrap, variant],
                     capture_output=True, text=True, check=False, timeout=600,
@@ -122,7 +134,7 @@ def main() -> int:
                     return 1
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(json.dumps(results[-1]), flush=True)
-        for variant in ("default", "warm-workers"):
+        for variant in args.variants:
             seen = [r["visible_after_ready_s"] for r in results if r["variant"] == variant]
             print(f"{variant}: a commit at ready visible after {min(seen)}-{max(seen)} s ({len(seen)} runs)")
         return 0

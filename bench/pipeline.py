@@ -16,8 +16,10 @@
    workers, state size.
 3. (p) process start -> ``/ready``: ``coordinator-mirror run`` as its own process on a new
    checkpoint (JVM start, session, jars, query, backfill), polled over HTTP.
-4. Latency: under a steady commit rate (``--latency-rate`` commits/s spread over every group),
-   commit -> visible in ``GET /groups/{id}`` (p50/p99), against the trigger interval.
+4. Latency: a commit made right after ready (while a new checkpoint's seed batch runs) until
+   ``GET /groups/{id}`` shows it; then under a steady commit rate (``--latency-rate`` commits/s
+   spread over every group), commit -> visible in ``GET /groups/{id}`` (p50/p99), against the
+   trigger interval.  ``--preview off`` for the mirror without the preview (A/B runs).
 5. Active groups in one micro-batch: one commit for each of ``--burst-groups`` groups, all in one
    producer transaction (read_committed makes them visible together), against the running mirror;
    the duration of the batch that folds them, against applyInPandasWithState's own floor for as
@@ -196,6 +198,7 @@ def mirror_backfill(
         shuffle_partitions=4,
         http_port=0,
         **({"backfill": args.backfill} if args.backfill else {}),
+        preview=args.preview == "on",
     )
     mirror = Mirror(settings, spark=spark)
     started = time.monotonic()
@@ -324,16 +327,21 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     from confluent_kafka.admin import AdminClient
 
     figures: dict[str, Any] = {}
-    # a new checkpoint's first batch (with the driver's backfill: the seed batch, which runs after
-    # ready) is not the steady state: the load starts once it is committed, and how long after
-    # ready that was is reported
-    waited = time.monotonic()
-    while mirror.status.last_batch.batch_id < 0:
-        time.sleep(0.1)
-    first_batch_after_ready_s = round(time.monotonic() - waited, 1)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     base = mirror.http.url
     probe_group = "bench-latency"
+    # a commit made right after ready (the mirror has just become ready: the seed batch runs)
+    waited = time.monotonic()
+    commit_one(admin, probe_group, "bench-t0", 0, 1)
+    while not _visible(base, probe_group, 1):
+        time.sleep(0.02)
+    commit_after_ready_visible_s = round(time.monotonic() - waited, 2)
+    # a new checkpoint's first batch (with the driver's backfill: the seed batch, which runs after
+    # ready) is not the steady state: the load starts once it is committed, and how long after
+    # ready that was is reported
+    while mirror.status.last_batch.batch_id < 0:
+        time.sleep(0.1)
+    first_batch_after_ready_s = round(time.monotonic() - waited, 1)
     latencies: list[float] = []
     # the load runs in a process of its own: librdkafka's coordinator-request path has a
     # use-after-free under a fan-out of AdminClient requests (librdkafka#4605, fix PR #5397 not
@@ -356,21 +364,14 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     time.sleep(getattr(args, "latency_warmup", 15.0))
     history_latency = len(mirror.progress_history)
     deadline = time.monotonic() + args.latency_seconds
-    offset = 0
+    offset = 1
     while time.monotonic() < deadline:
         offset += 1
         committed_at = time.monotonic()
         commit_one(admin, probe_group, "bench-t0", 0, offset)
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/groups/{urllib.parse.quote(probe_group)}") as resp:
-                    snap = json.loads(resp.read())
-                if snap["offsets"] and snap["offsets"][0]["offset"] >= offset:
-                    latencies.append(time.monotonic() - committed_at)
-                    break
-            except urllib.error.HTTPError:
-                pass
+        while not _visible(base, probe_group, offset):
             time.sleep(0.02)
+        latencies.append(time.monotonic() - committed_at)
         time.sleep(0.5)
     stop_load.set()
     load.join(60)
@@ -385,6 +386,8 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
         "p99_s": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 2),
         "max_s": round(latencies[-1], 2),
         "first_batch_after_ready_s": first_batch_after_ready_s,
+        "commit_after_ready_visible_s": commit_after_ready_visible_s,
+        "preview": mirror.settings.preview,
     }
     steady = [p for p in list(mirror.progress_history)[history_latency:] if p["input_rows"]]
     slow = [p for p in steady if p["duration_ms"].get("triggerExecution", 0) > 3000]
@@ -400,6 +403,16 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     log(f"latency commit->API: {figures['latency']}")
 
     return figures["latency"]  # type: ignore[no-any-return]
+
+
+def _visible(base: str, group: str, offset: int) -> bool:
+    """``GET /groups/{group}`` shows ``offset`` (or a later one) for its first partition."""
+    try:
+        with urllib.request.urlopen(f"{base}/groups/{urllib.parse.quote(group)}") as resp:
+            snap = json.loads(resp.read())
+    except urllib.error.HTTPError:
+        return False
+    return bool(snap["offsets"]) and snap["offsets"][0]["offset"] >= offset
 
 
 def share_load(bootstrap: str, rate: float, *, stop: Any, sent: Any) -> None:
@@ -560,6 +573,7 @@ def main() -> int:
     ap.add_argument("--backfill", choices=("driver", "query"), default=None, help="(b): default the mirror's")
     ap.add_argument("--insights", action="store_true", help="6.: share-state query and timeline off vs on")
     ap.add_argument("--only-insights", action="store_true", help="skip (p), (a) and 5.; implies --insights")
+    ap.add_argument("--only-latency", action="store_true", help="skip (a), (p), 5. and 6.: (b) and 4. only")
     ap.add_argument("--share-rate", type=float, default=200.0, help="6.: share records/s accepted")
     ap.add_argument(
         "--driver-heap-freeze",
@@ -572,6 +586,9 @@ def main() -> int:
         choices=("default", "g1"),
         default="default",
         help="g1: the Spark JVM on G1, not the local-mode default (the serial collector), for A/B runs",
+    )
+    ap.add_argument(
+        "--preview", choices=("on", "off"), default="on", help="the setting preview (off: for A/B runs)"
     )
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
@@ -615,8 +632,9 @@ def main() -> int:
             "records_per_s": round(floor_rows / floor_s),
         }
         log(f"(0) floor: {floor_rows:,} records in {floor_s:.2f}s = {floor_rows / floor_s:,.0f}/s")
-        if args.only_insights:
-            args.insights = args.skip_process = True
+        if args.only_insights or args.only_latency:
+            args.skip_process = True
+            args.insights = args.only_insights
             rows, elapsed = floor_rows, floor_s  # (a) skipped: the ratios below use the floor
         else:
             rows, elapsed = raw_read(spark, broker.bootstrap, partitions, workdir)
@@ -653,6 +671,12 @@ def main() -> int:
         figures["groups_mirrored"] = len(mirror.store)
 
         figures["latency"] = measure_latency(mirror, broker.bootstrap, args)
+        if args.only_latency:
+            figures["peak_rss_bytes"] = sampler.stop()
+            mirror.stop()
+            spark.stop()
+            print(json.dumps(figures, indent=2))
+            return 0
         if args.insights:
             mirror.stop()
             figures["insights"] = measure_insights(spark, broker.bootstrap, args, checkpoint)

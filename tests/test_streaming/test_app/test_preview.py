@@ -1,16 +1,19 @@
 """The preview (`streaming.app.preview`) on the session broker: groups of every kind made after
-ready are served by a mirror whose query runs no micro-batch meanwhile (a trigger of an hour), and
-served exactly as a mirror without the preview serves them once its batches have folded them; then
+ready are served by a mirror whose query runs no micro-batch meanwhile (a trigger of an hour), in
+``GET /groups/{id}`` and /metrics exactly as a mirror without the preview serves them once its
+batches have folded them; then
 the preview's mirror restarted runs its batches over the same records and ends in the same state.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from typing import Any
 
 import pytest
 
+from tests.support.exposition import parse
 from tests.support.http import get
 from tests.support.live_mirror import group_url, live_settings
 
@@ -82,6 +85,21 @@ def test_the_preview_serves_what_the_batches_will(
     assert {o["offset"] for o in served[txn][1]["offsets"]} == {3, 4}
     aborted = next(iter(made["txn_abort"].groups))
     assert served[aborted][0] == 404 or not served[aborted][1]["offsets"]
+
+    # and /metrics: the group series the store feeds, the same on both
+    def group_series(m: Any) -> dict[Any, float]:
+        with urllib.request.urlopen(f"{m.http.url}/metrics", timeout=60) as resp:
+            samples = parse(resp.read())
+        return {
+            (k[0], tuple(kv for kv in k[1] if kv[0] != "cluster_name")): v
+            for k, v in samples.items()
+            if k[0] in ("coordinator_mirror_group_offsets", "coordinator_mirror_group_info")
+            and names & {value for _label, value in k[1]}
+        }
+
+    shown = group_series(mirror)
+    assert len(shown) >= 2 * len(exists)
+    assert shown == group_series(reference)
     assert mirror.store.preview_counts["folded"] >= len(names)
     assert mirror.store.ahead() >= len(names) - 2  # the aborted transaction made no group
 
