@@ -90,11 +90,21 @@ class Preview(Worker):
         return None
 
     def on_error(self, exc: Exception) -> None:
-        """A failed poll: the consumer is opened again from where this thread read to (the
-        states' position if further), after a pause."""
-        super().on_error(exc)
+        """A failed poll (a cluster that does not answer the consumer's start, a client JVM
+        going away): one line in the log (the first, then every 100th), and the consumer is
+        opened again from where this thread read to (the states' position if further) after a
+        pause; meanwhile the micro-batches serve every change as without the preview."""
+        self.errors += 1
+        if self.errors % 100 == 1:
+            text = str(exc).strip().splitlines()
+            log.warning(
+                "%s: the preview paused (%d time(s)), the micro-batches go on: %s",
+                self.thread_name,
+                self.errors,
+                text[0][:300] if text else type(exc).__name__,
+            )
         self._close()
-        self.sleep(1.0)
+        self.sleep(2.0)
 
     def wake(self) -> None:
         remote = self._remote

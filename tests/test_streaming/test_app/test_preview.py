@@ -1,5 +1,5 @@
 """The preview (`streaming.app.preview`) on the session broker: groups of every kind made after
-ready are served by a mirror whose query runs no micro-batch meanwhile (a trigger of an hour), in
+ready are served by a mirror whose query runs no micro-batch meanwhile (a trigger of thirty days), in
 ``GET /groups/{id}`` and /metrics exactly as a mirror without the preview serves them once its
 batches have folded them; then
 the preview's mirror restarted runs its batches over the same records and ends in the same state.
@@ -61,7 +61,11 @@ def test_the_preview_serves_what_the_batches_will(
     reference = mirrors.start(
         live_settings(kafka.bootstrap, tmp_path / "reference", preview=False), ready_s=300
     )
-    settings = live_settings(kafka.bootstrap, tmp_path / "preview", preview=True, trigger_interval_s=3600.0)
+    # Spark runs a processing-time trigger at multiples of its interval since the epoch: an hour's
+    # ran a batch at the top of the hour in one run of this test; thirty days' will not come
+    settings = live_settings(
+        kafka.bootstrap, tmp_path / "preview", preview=True, trigger_interval_s=30 * 86400.0
+    )
     mirror = mirrors.start(settings, ready_s=300, spark=spark.newSession())
     mirror.wait_batches(1, 120)  # the seed batch (a trigger's first batch runs at once)
     batches = mirror.status.last_batch.batch_id
