@@ -1018,6 +1018,19 @@ def health() -> dict[str, Any]:
         ),
         row("Micro-batches"),
         timeseries(
+            "Preview",
+            [
+                target(
+                    f"sum by (cluster_name, outcome) (increase({sel(f'{m}preview_groups_total')}[{RI}]))",
+                    "{{cluster_name}} {{outcome}}",
+                ),
+                target(sel(f"{m}preview_ahead_groups"), "{{cluster_name}} ahead of their batch"),
+            ],
+            "The driver's preview (setting preview): groups whose new records it folded before their "
+            "micro-batch (folded), left to the batch (left: a fold that failed, a quarantined group, "
+            "records a batch had applied), and the groups served ahead of their batch now.",
+        ),
+        timeseries(
             "Batch duration",
             [
                 target(
