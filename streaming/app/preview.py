@@ -124,18 +124,19 @@ class Preview(Worker):
             "isolation.level": "read_committed",  # as the query's source reads
             "auto.offset.reset": "earliest",
         }
-        remote = self.jvm().open(TOPIC_DUMP, conf, 30.0)
+        jvm = self.jvm()
+        remote = self._remote = jvm.open(TOPIC_DUMP, conf, 30.0)  # `wake` can end its calls now
+        self._folder = tempfile.mkdtemp(prefix="cm-preview-")  # 0700: the records stay this user's
         try:
-            jvm = self.jvm()
+            if self.stopping:
+                raise InterruptedError("stopped")
             flat = jvm.gateway.new_array(jvm.gateway.jvm.long, 2 * len(positions))
             for i, (p, at) in enumerate(sorted(positions.items())):
                 flat[2 * i], flat[2 * i + 1] = p, at
             remote.call("follow", self.settings.topic, flat)
         except BaseException:
-            remote.close()
+            self._close()
             raise
-        self._remote = remote
-        self._folder = tempfile.mkdtemp(prefix="cm-preview-")  # 0700: the records stay this user's
         self.positions = dict(positions)
         log.debug("preview: following %s from %d partition(s)", self.settings.topic, len(positions))
 
