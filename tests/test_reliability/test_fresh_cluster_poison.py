@@ -207,6 +207,9 @@ def test_fresh_cluster_poison_records_and_reconciliation(
     leader_bad = [(group_key("poison-leader"), classic_value("m-x", ["m-a", "m-b"], 2))]
     _produce_internal(fresh_kafka.bootstrap, leader_ok)
     _wait("poison-leader", lambda: _group(base, "poison-leader")[0] == 200)
+    # served by the preview first: the poison must come after a micro-batch has folded the good
+    # state into the checkpoint -- in one batch with it, the group's last good state would be none
+    _wait("the good state's batch", lambda: mirror.store.ahead() == 0)
     good_leader = _group(base, "poison-leader")[1]
     poison = truncated + unknown + crossed + leader_bad
     _produce_internal(fresh_kafka.bootstrap, poison)
