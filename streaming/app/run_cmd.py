@@ -198,6 +198,8 @@ def serve(
                 report(mirror.fatal.message)
                 return mirror.fatal.exit_code
             r = mirror.status.view()
+            if stop.is_set():  # a signal came while this step ran: its line is the last one
+                break
             if r.ready and not announced:
                 log.info("live: caught up with __consumer_offsets, mirroring %d groups", len(mirror.store))
                 announced = True

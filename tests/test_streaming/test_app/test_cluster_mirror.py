@@ -20,6 +20,7 @@ from lab.synthetic import settings, stable_classic, to_store_row
 from streaming.app.cluster_mirror import BackfillPart, ClientPart, ClusterMirror, ClusterRunner, QueryPart
 from streaming.app.errors import EXIT_UNREACHABLE, StartupError
 from streaming.app.lag_loop import LagLoop
+from streaming.app.preview import Preview
 from streaming.app.supervisor import QuerySupervisor, SideQuerySupervisor
 from streaming.app.wake import ExpiryWake
 from streaming.lifecycle import Step, Worker
@@ -36,6 +37,7 @@ KAFKA_PARTS = [
     "progress",
     "offset-history",
     "query",
+    "preview",
     "wake",
     "share_state",
     "supervisor",
@@ -80,12 +82,18 @@ def test_a_kafka_clusters_parts_in_start_order() -> None:
     kinds = [type(p) for p in c.parts]
     assert kinds == [
         ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, Step, QueryPart,
-        ExpiryWake, SideQuerySupervisor, QuerySupervisor,
+        Preview, ExpiryWake, SideQuerySupervisor, QuerySupervisor,
     ]  # fmt: skip
     # the parts the cluster hands out are the ones in its list
     assert c.client is c.parts.parts[0] and c.query is c.parts.parts[8] and c.supervisor is c.parts.parts[-1]
-    assert c.share_state is c.parts.parts[10]
+    assert c.preview is c.parts.parts[9] and c.share_state is c.parts.parts[11]
     assert c.parts.name == "cluster synthetic"
+
+
+def test_without_the_preview_no_part_follows_the_topic() -> None:
+    off = _cluster(settings(preview=False))
+    assert [p.name for p in off.parts] == [n for n in KAFKA_PARTS if n != "preview"]
+    assert off.preview is None
 
 
 def test_without_the_share_state_query_nothing_of_it_is_wired() -> None:
@@ -110,7 +118,9 @@ def test_without_the_offset_history_no_part_and_no_offsets_route() -> None:
 
 def test_a_capture_source_has_no_client_no_share_state_and_no_source_check(tmp_path: Path) -> None:
     c = _cluster(_capture_settings(tmp_path))
-    assert [p.name for p in c.parts] == [n for n in KAFKA_PARTS if n not in ("client", "share_state")]
+    # no preview either: it follows a Kafka topic
+    skipped = ("client", "share_state", "preview")
+    assert [p.name for p in c.parts] == [n for n in KAFKA_PARTS if n not in skipped]
     assert c.client is None and c.share_state is None
     assert c.supervisor.check_source is None and c.supervisor.reconcile is None
     assert not c.backfill.wanted  # the backfill is read from Kafka only

@@ -11,11 +11,17 @@ import time
 import urllib.request
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from streaming.app.preview import Preview
+from streaming.cluster.topic_read import RAW_SCHEMA
+from streaming.serving.render import snapshot_renderer
+from streaming.serving.store import SnapshotStore
 from tests.support.exposition import parse
 from tests.support.http import get
 from tests.support.live_mirror import group_url, live_settings
+from tests.support.records import commit_key, commit_value
 
 #: scenarios run after the mirrors are ready: classic and KIP-848 groups joining, leaving and
 #: committing, transactional commits (committed and aborted), deletions of groups and offsets, a
@@ -48,6 +54,66 @@ def _agree(preview: Any, reference: Any, names: set[str], timeout_s: float) -> d
             diff = {g: (mine[g], theirs[g]) for g in names if mine[g] != theirs[g]}
             raise AssertionError(diff)
         time.sleep(1)
+
+
+def _raw(rows: list[tuple[bytes, bytes | None, int, int]]) -> pa.RecordBatch:
+    keys, values, parts, offsets = (list(c) for c in zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(parts, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array([1_700_000_000_000] * len(rows), pa.int64()),
+        ],
+        schema=RAW_SCHEMA,
+    )
+
+
+def test_raw_records_fold_into_the_served_state_past_where_it_ends(tmp_path: Any) -> None:
+    """The thread's own steps on real record bytes, no broker: records the served states already
+    hold are dropped, the rest decoded and folded per group with the query's code; a filtered
+    group and an undecodable key fold nothing."""
+    from streaming.settings import load_settings
+
+    settings = load_settings(
+        bootstrap_servers="127.0.0.1:9", checkpoint_location=str(tmp_path), group_deny_regex="deny-.*"
+    )
+    config = settings.offset_config()
+    store = SnapshotStore(renderer=snapshot_renderer(config, settings.default_server_assignor))
+    preview = Preview(settings, lambda: None, store, lambda: 1_700_000_100_000)  # type: ignore[arg-type,return-value]
+    store.cover({4: 10, 7: 0})
+    batch = _raw(
+        [
+            (commit_key("a+b/c=", "t-1", 0), commit_value(1), 4, 8),  # held already (below 10)
+            (commit_key("a+b/c=", "t-1", 1), commit_value(2), 4, 9),
+            (commit_key("a+b/c=", "t-1", 0), commit_value(5), 4, 10),
+            (commit_key("Zm9v-_x", "t.2", 3), commit_value(7), 4, 11),
+            (commit_key("deny-me", "t", 0), commit_value(9), 7, 0),
+            (b"\x00\x09garbage", b"\x01", 7, 1),
+            (commit_key("Zm9v-_x", "t.2", 4), commit_value(8), 4, 12),
+        ]
+    )
+    unread = preview._unread(batch)
+    assert unread.column("offset").to_pylist() == [10, 11, 0, 1, 12]
+    assert preview.fold(unread) == 2
+    offsets = {
+        gid: {(o["topic"], o["partition"]): o["offset"] for o in store.group(gid)["offsets"]}  # type: ignore[index]
+        for gid in store.group_ids()
+    }
+    assert offsets == {"a+b/c=": {("t-1", 0): 5}, "Zm9v-_x": {("t.2", 3): 7, ("t.2", 4): 8}}
+    assert store.ahead() == 2
+    # a tombstone for one offset, read again with a record already folded: the group is held
+    # back for its batch, which then folds both
+    again = _raw(
+        [(commit_key("Zm9v-_x", "t.2", 3), None, 4, 12), (commit_key("Zm9v-_x", "t.2", 3), None, 4, 13)]
+    )
+    assert preview.fold(again) == 0
+    assert store.preview_counts == {"folded": 2, "left": 1}
+    # past the hold, a tombstone removes the offset
+    store.apply(0, [], covered={4: 14, 7: 3})
+    assert preview.fold(_raw([(commit_key("Zm9v-_x", "t.2", 3), None, 4, 14)])) == 1
+    assert [o["partition"] for o in store.group("Zm9v-_x")["offsets"]] == [4]  # type: ignore[index]
 
 
 @pytest.mark.broker
