@@ -326,6 +326,8 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
     in ``GET /groups/{id}`` for a probe group, and the median phases of the batches meanwhile."""
     from confluent_kafka.admin import AdminClient
 
+    from streaming.serving.catalogue import PREVIEW_DELAY_BUCKETS
+
     figures: dict[str, Any] = {}
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     base = mirror.http.url
@@ -388,6 +390,11 @@ def measure_latency(mirror: Any, bootstrap: str, args: argparse.Namespace) -> di
         "first_batch_after_ready_s": first_batch_after_ready_s,
         "commit_after_ready_visible_s": commit_after_ready_visible_s,
         "preview": mirror.settings.preview,
+        "preview_groups": dict(mirror.store.preview_counts),
+        "preview_delay_buckets": dict(
+            zip(map(str, PREVIEW_DELAY_BUCKETS), mirror.store.preview_delay()[0], strict=True)
+        )
+        | {"count": mirror.store.preview_delay()[2]},
     }
     steady = [p for p in list(mirror.progress_history)[history_latency:] if p["input_rows"]]
     slow = [p for p in steady if p["duration_ms"].get("triggerExecution", 0) > 3000]

@@ -1025,10 +1025,16 @@ def health() -> dict[str, Any]:
                     "{{cluster_name}} {{outcome}}",
                 ),
                 target(sel(f"{m}preview_ahead_groups"), "{{cluster_name}} ahead of their batch"),
+                target(
+                    f"histogram_quantile(0.99, sum by (cluster_name, le) "
+                    f"(rate({sel(f'{m}preview_delay_seconds_bucket')}[{RI}])))",
+                    "{{cluster_name}} p99 delay (s)",
+                ),
             ],
             "The driver's preview (setting preview): groups whose new records it folded before their "
             "micro-batch (folded), left to the batch (left: a fold that failed, a quarantined group, "
-            "records a batch had applied), and the groups served ahead of their batch now.",
+            "records a batch had applied), the groups served ahead of their batch now, and the p99 of "
+            "the seconds from a record's write to its group served.",
         ),
         timeseries(
             "Batch duration",

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from state.codec import blob_version
 from streaming.cluster.jvm import TOPIC_DUMP, Jvm, Remote
@@ -163,7 +164,11 @@ class Preview(Worker):
             return 0
         self.records += batch.num_rows
         batch = self._unread(batch)
-        return self.fold(batch) if batch.num_rows else 0
+        folded = self.fold(batch) if batch.num_rows else 0
+        if folded:
+            oldest = pc.min(batch.column("timestamp")).as_py()
+            self.store.observe_preview_delay(max(0.0, (self.now_ms() - int(oldest)) / 1000))
+        return folded
 
     def _unread(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The records past where the served states have read (a batch may have overtaken this

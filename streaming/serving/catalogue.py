@@ -80,6 +80,8 @@ GROUP_STATES: Final[dict[str, tuple[str, ...]]] = {
 EXPIRY_WINDOWS: Final[tuple[tuple[str, int], ...]] = (("1h", 3600), ("24h", 86400))
 #: batch duration histogram buckets, seconds
 BATCH_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: the preview's delay (`coordinator_mirror_preview_delay_seconds`)
+PREVIEW_DELAY_BUCKETS: Final[tuple[float, ...]] = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 #: rebalance duration histogram buckets, seconds (a rebalance's timeouts default to minutes)
 REBALANCE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
@@ -646,6 +648,15 @@ MIRROR_METRICS: Final[tuple[MetricDef, ...]] = (
         "outcome: folded (served at once), left (to the group's micro-batch: a fold that failed, a "
         "quarantined group, or records a batch had already applied).",
         "outcome",
+        source="the preview",
+    ),
+    _m(
+        "coordinator_mirror_preview_delay_seconds",
+        "histogram",
+        "Seconds from a record's write (its timestamp in __consumer_offsets, the broker's clock) to "
+        "its group's state served by the preview: one observation per poll that folded a group, "
+        "its oldest record's (the driver's clock; a skew between the two shifts it).",
+        unit="seconds",
         source="the preview",
     ),
     _m(

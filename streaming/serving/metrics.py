@@ -48,6 +48,7 @@ from streaming.serving.catalogue import (
     BY_NAME,
     MIRROR_METRICS,
     PART_STATES,
+    PREVIEW_DELAY_BUCKETS,
     REBALANCE_DURATION_BUCKETS,
     REBALANCE_PHASES,
     SHARE_METRICS,
@@ -255,6 +256,18 @@ class MirrorMetrics:
         if name == _REBALANCE_HISTOGRAM:
             return self.rebalance_histogram()
         c = self.cluster
+        if name == "coordinator_mirror_preview_delay_seconds":
+            counts, total, n = self.store.preview_delay()
+            samples = [
+                (f"{name}_bucket", {"cluster_name": c, "le": fmt_le(b)}, float(k))
+                for b, k in zip(PREVIEW_DELAY_BUCKETS, counts, strict=True)
+            ]
+            return [
+                *samples,
+                (f"{name}_bucket", {"cluster_name": c, "le": "+Inf"}, float(n)),
+                (f"{name}_sum", {"cluster_name": c}, total),
+                (f"{name}_count", {"cluster_name": c}, float(n)),
+            ]
         out = [
             (f"{name}_bucket", {"cluster_name": c, "le": fmt_le(b)}, float(n))
             for b, n in zip(BATCH_DURATION_BUCKETS, self.buckets, strict=True)

@@ -25,6 +25,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from streaming.serving.catalogue import PREVIEW_DELAY_BUCKETS
 from streaming.serving.timeline import Timeline
 
 #: a rendered ``GET /groups/{id}`` snapshot
@@ -90,6 +91,11 @@ class SnapshotStore:
         self._held: dict[str, tuple[int, int]] = {}
         #: the preview's calls by outcome: "folded", "left" (to the group's micro-batch)
         self.preview_counts: dict[str, int] = {"folded": 0, "left": 0}
+        #: the preview's delay (`observe_preview_delay`): counts per bucket of
+        #: `PREVIEW_DELAY_BUCKETS`, then the sum of the seconds and the count
+        self.preview_delays: list[int] = [0] * len(PREVIEW_DELAY_BUCKETS)
+        self.preview_delay_sum = 0.0
+        self.preview_delay_count = 0
 
     # -- writes (the foreachBatch thread) ------------------------------------------------------
     def apply(
@@ -190,6 +196,20 @@ class SnapshotStore:
             self._ahead[group_id] = (partition, last)
             self.preview_counts["folded"] += 1
             return True
+
+    def observe_preview_delay(self, seconds: float) -> None:
+        """A poll's oldest record folded, ``seconds`` after it was written."""
+        with self._lock:
+            for i, bound in enumerate(PREVIEW_DELAY_BUCKETS):
+                if seconds <= bound:
+                    self.preview_delays[i] += 1
+            self.preview_delay_sum += seconds
+            self.preview_delay_count += 1
+
+    def preview_delay(self) -> tuple[list[int], float, int]:
+        """(counts per bucket, sum of seconds, count) of `observe_preview_delay`."""
+        with self._lock:
+            return list(self.preview_delays), self.preview_delay_sum, self.preview_delay_count
 
     def ahead(self) -> int:
         """How many groups are served with a state their micro-batch has not made yet."""

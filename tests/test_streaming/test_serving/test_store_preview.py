@@ -155,3 +155,13 @@ def test_cover_never_moves_back_and_keeps_other_partitions() -> None:
     assert store.covered() == {0: 5, 1: 9, 2: 1}
     store.apply(1, [], covered=None)
     assert store.covered() == {0: 5, 1: 9, 2: 1}
+
+
+def test_the_preview_delay_is_counted_in_cumulative_buckets() -> None:
+    store = SnapshotStore(renderer=RENDERER)
+    for seconds in (0.01, 0.07, 0.3, 12.0, 99.0):
+        store.observe_preview_delay(seconds)
+    counts, total, n = store.preview_delay()
+    # buckets 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 -- each counts every delay at most its bound
+    assert counts == [1, 2, 2, 3, 3, 3, 3, 3, 4]
+    assert n == 5 and total == pytest.approx(111.38)
