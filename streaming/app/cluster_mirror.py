@@ -12,8 +12,8 @@ outputs         the output topics checked (created when missing)    --
 offsets         the lag loop: log offsets, lag, Burrow              mirror-offsets
 progress        the query's progress: readiness, batch history      mirror-progress
 offset-history  committed offsets over time (issue 38), if enabled  mirror-offset-history
-query           the streaming query: first start, drain at stop     Spark's
 preview         new records folded before their micro-batch         mirror-preview
+query           the streaming query: first start, drain at stop     Spark's
 wake            a micro-batch when an expiry deadline is due        mirror-wake
 share-state     the ``__share_group_state`` query, supervised       mirror-share-state
 supervisor      restarts, source check, reconciliation, meta        mirror-supervisor
@@ -452,8 +452,10 @@ class ClusterMirror:
                 if self.offset_history is not None
                 else []
             ),
-            self.query,
+            # before the query: its consumer is made, and follows from where the served states end
+            # as soon as that is known (the backfill's hand-over, a recovery) -- not after ready
             *([self.preview] if self.preview is not None else []),
+            self.query,
             self.wake,
             *([self.share_state] if self.share_state is not None else []),
             self.supervisor,

@@ -83,8 +83,8 @@ class Preview(Worker):
     def work(self) -> bool | None:
         if self._remote is None:
             covered = self.store.covered()
-            if covered is None:  # the states' read position is not known before the first batch
-                self.sleep(0.5)
+            if covered is None:  # not known yet: the backfill's hand-over, a recovery, a first batch
+                self.sleep(0.1)
                 return None
             self._open({p: max(at, self.positions.get(p, 0)) for p, at in covered.items()})
         self.step()

@@ -36,8 +36,8 @@ KAFKA_PARTS = [
     "offsets",
     "progress",
     "offset-history",
-    "query",
     "preview",
+    "query",
     "wake",
     "share_state",
     "supervisor",
@@ -81,12 +81,12 @@ def test_a_kafka_clusters_parts_in_start_order() -> None:
     assert [p.name for p in c.parts] == KAFKA_PARTS
     kinds = [type(p) for p in c.parts]
     assert kinds == [
-        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, Step, QueryPart,
-        Preview, ExpiryWake, SideQuerySupervisor, QuerySupervisor,
+        ClientPart, BackfillPart, Step, Step, Step, LagLoop, ProgressFollower, Step, Preview,
+        QueryPart, ExpiryWake, SideQuerySupervisor, QuerySupervisor,
     ]  # fmt: skip
     # the parts the cluster hands out are the ones in its list
-    assert c.client is c.parts.parts[0] and c.query is c.parts.parts[8] and c.supervisor is c.parts.parts[-1]
-    assert c.preview is c.parts.parts[9] and c.share_state is c.parts.parts[11]
+    assert c.client is c.parts.parts[0] and c.query is c.parts.parts[9] and c.supervisor is c.parts.parts[-1]
+    assert c.preview is c.parts.parts[8] and c.share_state is c.parts.parts[11]
     assert c.parts.name == "cluster synthetic"
 
 
