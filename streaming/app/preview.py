@@ -204,12 +204,12 @@ class Preview(Worker):
                 continue
             partition = int(cols["source_partition"][0])
             offsets = cols["source_offset"]
-            fold = self._folder_of(gid, blobs, now)
+            fold = self._fold_for(gid, blobs, now)
             if self.store.preview(gid, partition, min(offsets), max(offsets), fold):
                 folded += 1
         return folded
 
-    def _folder_of(
+    def _fold_for(
         self, gid: str, blobs: list[bytes], now: int
     ) -> Callable[[bytes | None], tuple[bool, bytes | None, dict[str, Any] | None]]:
         config = self.config
